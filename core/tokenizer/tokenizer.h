@@ -1,0 +1,49 @@
+/* Tokenizers: byte-level BPE (GPT-2 style pre-tokenization; OPT, SmolLM2, Llama-3) and
+ * SentencePiece-style BPE with byte fallback (Llama-1/2), loaded from a Hugging Face
+ * tokenizer.json or from GGUF metadata. Encoding must reproduce Hugging Face `tokenizers` exactly. */
+#ifndef IG_TOKENIZER_H
+#define IG_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/io/gguf.h"
+#include "core/status.h"
+
+typedef struct ig_tokenizer ig_tokenizer;
+
+typedef enum ig_tokenizer_kind {
+    IG_TOKENIZER_BYTE_BPE = 0, /* GPT-2 byte-level BPE */
+    IG_TOKENIZER_SPM_BPE = 1,  /* SentencePiece BPE with byte fallback ("\xe2\x96\x81" for space) */
+} ig_tokenizer_kind;
+
+/* tokenizer.json of a Hugging Face model directory (path to the file). */
+ig_status ig_tokenizer_load_hf(const char *tokenizer_json_path, ig_tokenizer **out, ig_error *err);
+/* tokenizer.ggml.* metadata of a GGUF file. */
+ig_status ig_tokenizer_load_gguf(const ig_gguf *g, ig_tokenizer **out, ig_error *err);
+void ig_tokenizer_free(ig_tokenizer *tok);
+
+ig_tokenizer_kind ig_tokenizer_get_kind(const ig_tokenizer *tok);
+int32_t ig_tokenizer_vocab_size(const ig_tokenizer *tok);
+int32_t ig_tokenizer_bos(const ig_tokenizer *tok); /* -1 if the model has none */
+int32_t ig_tokenizer_eos(const ig_tokenizer *tok); /* -1 if the model has none */
+/* Whether the model's own convention prepends BOS when encoding a prompt. */
+int ig_tokenizer_adds_bos(const ig_tokenizer *tok);
+
+/* Encodes text (UTF-8, len bytes) into *ids (malloc'd, caller frees). Special/added tokens written
+ * literally in the text are recognised as in Hugging Face. If add_bos is non-zero and the model has
+ * a BOS token, it is prepended. */
+ig_status ig_tokenizer_encode(const ig_tokenizer *tok, const char *text, size_t len, int add_bos,
+                              int32_t **ids, size_t *n_ids, ig_error *err);
+
+/* The bytes one token stands for (after byte-level / byte-fallback decoding), or NULL for an id out
+ * of range. Special tokens return their text. Partial UTF-8 sequences are possible. */
+const char *ig_tokenizer_token_bytes(const ig_tokenizer *tok, int32_t id, size_t *len);
+/* Decodes a sequence of ids into a malloc'd NUL-terminated string (SentencePiece: a leading space
+ * of the first token is dropped as Hugging Face does). */
+ig_status ig_tokenizer_decode(const ig_tokenizer *tok, const int32_t *ids, size_t n, char **text,
+                              ig_error *err);
+/* Id of a token string in the vocabulary, or -1. */
+int32_t ig_tokenizer_find(const ig_tokenizer *tok, const char *piece);
+
+#endif

@@ -1,0 +1,87 @@
+/* CPU compute kernels. Activations are f32; matrix weights may be stored f32, f16 or bf16 and are
+ * computed in f32. Each fast kernel has a plain reference in cpu_ref.c (ig_ref_*) that tests compare
+ * against. SIMD paths (AVX-512, AVX2+F16C, scalar) are chosen at run time. Kernels never allocate
+ * on the hot path except where stated (grow-once scratch). Threads: OpenMP + OpenBLAS. */
+#ifndef IG_CPU_KERNELS_H
+#define IG_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+/* Threads used by the kernels and by OpenBLAS (n <= 0: all cores). */
+void ig_cpu_set_threads(int n);
+int ig_cpu_get_threads(void);
+/* The SIMD level picked at run time: "avx512", "avx2", or "scalar" (IG_SIMD=scalar|avx2 forces a
+ * lower level). */
+const char *ig_cpu_simd_name(void);
+
+/* y[M,N] = x[M,K] * W[N,K]^T (+ bias[N] if not NULL). W row n holds output n (the Hugging Face /
+ * GGUF layout). wtype: f32, f16 or bf16. Narrow weights use a SIMD GEMV for small M and are widened
+ * tile by tile into a grow-once scratch buffer for sgemm for large M. */
+void ig_cpu_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype, int64_t N,
+                   const float *bias, float *y);
+
+/* Embedding rows: out[i, :] = table[ids[i], :] as f32. */
+void ig_cpu_embed(const void *table, ig_dtype ttype, int64_t dim, const int32_t *ids, int64_t n,
+                  float *out);
+
+/* y = x / rms(x) * w, per row. */
+void ig_cpu_rmsnorm(const float *x, const float *w, int64_t rows, int64_t dim, float eps, float *y);
+/* y = (x - mean) / sqrt(var + eps) * w + b, per row (biased variance, as torch). */
+void ig_cpu_layernorm(const float *x, const float *w, const float *b, int64_t rows, int64_t dim,
+                      float eps, float *y);
+
+/* Rotary tables as Hugging Face computes them in f32: inv_freq[i] = 1 / theta^(2i/rot_dim),
+ * angle = (float)pos * inv_freq[i]; cos/sin are [max_pos][rot_dim/2]. */
+void ig_cpu_rope_table(float theta, int rot_dim, int64_t max_pos, float *cos_tab, float *sin_tab);
+/* Rotate-half (NeoX / Hugging Face Llama) RoPE in place on x[n_tok][n_heads][head_dim] over the
+ * first rot_dim dims, token t at position pos[t]. */
+void ig_cpu_rope(float *x, int64_t n_tok, int n_heads, int head_dim, int rot_dim,
+                 const int32_t *pos, const float *cos_tab, const float *sin_tab);
+
+void ig_cpu_silu_mul(const float *gate, const float *up, int64_t n, float *out); /* silu(g)*u */
+void ig_cpu_relu(float *x, int64_t n);
+void ig_cpu_gelu(float *x, int64_t n); /* exact (erf) GELU */
+void ig_cpu_add(float *y, const float *x, int64_t n); /* y += x */
+void ig_cpu_scale(float *x, float s, int64_t n);
+void ig_cpu_softmax(float *x, int64_t n); /* in place, max-subtracted */
+/* log p(target) under softmax(logits), accumulated in double. */
+double ig_cpu_log_prob(const float *logits, int64_t n, int32_t target);
+
+/* Causal attention of n_q new query tokens of one sequence at absolute positions p0 .. p0+n_q-1.
+ *   q:   [n_q][n_head][hd]
+ *   k,v: [n_kv_head][stride_tokens][hd]; rows 0 .. p0+n_q-1 hold the keys/values (new ones included)
+ *   out: [n_q][n_head][hd]
+ * Query head h uses KV head h / (n_head / n_kv_head) (grouped-query attention). Query i attends to
+ * positions 0 .. p0+i. scores = scale * q.k, softmax in f32. ws: workspace of
+ * ig_cpu_attention_ws_floats(n_q, p0 + n_q) floats. */
+size_t ig_cpu_attention_ws_floats(int64_t n_q, int64_t n_ctx);
+void ig_cpu_attention(const float *q, int64_t n_q, int64_t p0, const float *k, const float *v,
+                      int64_t stride_tokens, int n_head, int n_kv_head, int hd, float scale,
+                      float *ws, float *out);
+
+/* Decode attention of one query token over an explicit list of rows (a policy's working set):
+ * for each KV head g, n_rows[g] rows of hd floats at k_rows[g] / v_rows[g] (row stride hd);
+ * queries q [n_head][hd]; out [n_head][hd]. Optional probs_out [n_head][max_rows] receives the
+ * softmax weights (for policies that accumulate attention). ws: ig_cpu_attention_ws_floats(1, max_rows). */
+void ig_cpu_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows,
+                           const int64_t *n_rows, int64_t max_rows, int n_head, int n_kv_head,
+                           int hd, float scale, float *ws, float *probs_out, float *out);
+
+/* Sampling. A seeded xoshiro256** generator: same seed, same tokens, on every machine. */
+typedef struct ig_rng {
+    uint64_t s[4];
+} ig_rng;
+void ig_rng_seed(ig_rng *rng, uint64_t seed);
+uint64_t ig_rng_next(ig_rng *rng);
+double ig_rng_uniform(ig_rng *rng); /* [0, 1) with 53 random bits */
+
+int32_t ig_sample_argmax(const float *logits, int64_t n); /* lowest index among ties */
+/* temperature <= 0: argmax. Otherwise softmax(logits / T), keep the smallest set of most likely
+ * tokens whose mass reaches top_p (top_p >= 1: all), renormalise, draw. ws: n floats, idx: n ints. */
+int32_t ig_sample(const float *logits, int64_t n, float temperature, float top_p, ig_rng *rng,
+                  float *ws, int32_t *idx);
+
+#endif

@@ -1,0 +1,128 @@
+/* The one CUnit runner every test program links: suite/test selection from the command line, and an
+ * exit status that is the number of failures (CU_get_error() reports framework errors only), or 77
+ * when the program skipped itself (ctest SKIP_RETURN_CODE). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CUnit/Basic.h>
+
+#include "tests/test_util.h"
+
+static int g_skipped;
+static char g_skip_why[512];
+
+void ig_test_skip(const char *why) {
+    if (!g_skipped) fprintf(stderr, "SKIPPED: %s\n", why);
+    g_skipped = 1;
+    snprintf(g_skip_why, sizeof g_skip_why, "%s", why);
+}
+
+const char *ig_test_fixture(const char *name) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/tests/fixtures/%s", IG_SOURCE_DIR, name);
+    return buf;
+}
+
+const char *ig_test_shared(const char *name) {
+    static char buf[4096];
+    const char *base = getenv("IGEN_SHARED_DATA");
+    if (base && *base)
+        snprintf(buf, sizeof buf, "%s/%s", base, name);
+    else
+        snprintf(buf, sizeof buf, "%s/../shared/data/%s", IG_SOURCE_DIR, name);
+    struct stat st;
+    return stat(buf, &st) == 0 ? buf : NULL;
+}
+
+const char *ig_test_default_model(void) {
+    static char buf[4096];
+    const char *env = getenv("IGEN_MODEL");
+    if (env && *env)
+        snprintf(buf, sizeof buf, "%s", env);
+    else
+        snprintf(buf, sizeof buf, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", IG_SOURCE_DIR);
+    struct stat st;
+    return stat(buf, &st) == 0 ? buf : NULL;
+}
+
+const char *ig_test_tmpdir(void) {
+    static char buf[4096];
+    if (!buf[0]) {
+        snprintf(buf, sizeof buf, "%s/igen-test-%d", IG_BINARY_DIR, (int)getpid());
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "cannot create %s\n", buf);
+            exit(2);
+        }
+    }
+    return buf;
+}
+
+static void usage(const char *argv0) {
+    printf("usage: %s [--list] [SUITE [TEST]]\n"
+           "Runs this program's CUnit suites (all, one suite, or one test of a suite).\n"
+           "Exit status: number of failed assertions' tests; 77 if skipped.\n",
+           argv0);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(argv[0]);
+        return 0;
+    }
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        return 2;
+    }
+    ig_test_register();
+    if (CU_get_error() != CUE_SUCCESS) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        CU_cleanup_registry();
+        return 2;
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    int list = argc > 1 && !strcmp(argv[1], "--list");
+    if (list) {
+        for (CU_pSuite s = CU_get_registry()->pSuite; s; s = s->pNext) {
+            printf("%s\n", s->pName);
+            for (CU_pTest t = s->pTest; t; t = t->pNext) printf("  %s\n", t->pName);
+        }
+        CU_cleanup_registry();
+        return 0;
+    }
+    if (argc > 1) {
+        CU_pSuite s = CU_get_suite(argv[1]);
+        if (!s) {
+            fprintf(stderr, "no suite named '%s' (try --list)\n", argv[1]);
+            CU_cleanup_registry();
+            return 2;
+        }
+        if (argc > 2) {
+            CU_pTest t = CU_get_test(s, argv[2]);
+            if (!t) {
+                fprintf(stderr, "no test named '%s' in suite '%s'\n", argv[2], argv[1]);
+                CU_cleanup_registry();
+                return 2;
+            }
+            CU_basic_run_test(s, t);
+        } else {
+            CU_basic_run_suite(s);
+        }
+    } else {
+        CU_basic_run_tests();
+    }
+    unsigned failed_tests = CU_get_number_of_tests_failed();
+    unsigned failed_asserts = CU_get_number_of_failures();
+    unsigned ran_asserts = CU_get_number_of_asserts();
+    CU_cleanup_registry();
+    if (failed_tests || failed_asserts) return (int)(failed_tests ? failed_tests : 1);
+    if (g_skipped && ran_asserts == 0) {
+        printf("SKIPPED: %s\n", g_skip_why);
+        return 77;
+    }
+    if (g_skipped) printf("note: part of this program was skipped: %s\n", g_skip_why);
+    return 0;
+}
