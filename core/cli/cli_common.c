@@ -1,0 +1,91 @@
+/* Options shared by the igen subcommands, strict number parsing, error printing. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/cli/cli.h"
+#include "core/log.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+void ig_cli_common_init(ig_cli_common *c) {
+    memset(c, 0, sizeof *c);
+    c->dtype = IG_DTYPE_F32;
+}
+
+int ig_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !end || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "igen %s: %s: '%s' is not an integer in %ld..%ld\n", cmd, opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int ig_cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                       double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !end || *end || end == s || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "igen %s: %s: '%s' is not a number in [%g, %g]\n", cmd, opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
+    long v;
+    switch (opt) {
+    case IG_OPT_MODEL: c->model_path = arg; return 1;
+    case IG_OPT_THREADS:
+        if (ig_cli_parse_int("", "--threads", arg, 1, 1024, &v)) return -1;
+        c->threads = (int)v;
+        return 1;
+    case IG_OPT_DTYPE: {
+        int t = ig_dtype_from_name(arg);
+        if (t < 0 || !ig_dtype_is_float_storage((ig_dtype)t)) {
+            fprintf(stderr, "igen: --dtype: '%s' is not one of f32, f16, bf16\n", arg);
+            return -1;
+        }
+        c->dtype = (ig_dtype)t;
+        return 1;
+    }
+    case IG_OPT_VERBOSE:
+        c->verbose = 1;
+        ig_log_set_level(IG_LOG_INFO);
+        return 1;
+    case IG_OPT_QUIET: c->quiet = 1; return 1;
+    default: return 0;
+    }
+}
+
+void ig_cli_error(const char *cmd, const ig_error *err) {
+    fprintf(stderr, "igen %s: %s\n", cmd, err->msg[0] ? err->msg : ig_status_to_string(err->code));
+}
+
+ig_model *ig_cli_load_model(const ig_cli_common *c) {
+    ig_error err;
+    ig_error_clear(&err);
+    const char *path = c->model_path;
+    if (!path) path = ig_model_default_path(&err);
+    if (!path) {
+        fprintf(stderr, "igen: %s\n", err.msg);
+        return NULL;
+    }
+    if (c->threads > 0) ig_cpu_set_threads(c->threads);
+    ig_model_load_opts o = {c->dtype, c->quiet};
+    ig_model *m = NULL;
+    if (ig_model_load(path, &o, &m, &err) != IG_OK) {
+        fprintf(stderr, "igen: %s\n", err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+int ig_cli_stderr_is_tty(void) { return isatty(STDERR_FILENO); }

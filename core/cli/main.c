@@ -1,0 +1,44 @@
+/* igen: entry point and subcommand dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/cli/cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *what;
+} commands[] = {
+    {"generate", ig_cmd_generate, "generate text from a prompt (greedy or sampled)"},
+    {"ppl", ig_cmd_ppl, "perplexity of a model on a text file"},
+    {"info", ig_cmd_info, "print a model's configuration and memory use"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: igen COMMAND [OPTIONS]\n\n"
+               "igen runs large language models with offloaded weights and KV cache, and compares\n"
+               "KV-cache policies. Commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
+    fprintf(f, "\n'igen COMMAND --help' describes a command. 'igen --version' prints the version.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return IG_EXIT_ERROR;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("igen %s\n", IG_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "igen: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return IG_EXIT_ERROR;
+}

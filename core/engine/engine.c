@@ -1,0 +1,352 @@
+/* Forward pass of OPT and Llama blocks on the CPU backend, over a ragged batch of sequences.
+ * All buffers are sized at create time from the options; forward never allocates. The KV cache is
+ * [layer][slot][kv_head][max_ctx][head_dim] f32, so a head's keys are contiguous for attention. */
+#include "core/engine/engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+struct ig_engine {
+    const ig_model *model;
+    ig_model_config cfg;
+    ig_engine_opts opts;
+    int *seq_len;   /* [max_seqs] tokens in each slot's cache */
+    float **k_cache; /* [n_layer] -> [max_seqs][n_kv_head][max_ctx][head_dim] */
+    float **v_cache;
+    size_t slot_floats; /* floats per (layer, slot) */
+    /* activations, [max_batch_tokens][...] */
+    float *x, *h, *q, *k, *v, *att, *f1, *f2, *hidden;
+    int32_t *ids, *pos;
+    float *attn_ws;
+    float *rope_cos, *rope_sin;
+    /* the last forward's layout */
+    int64_t n_rows;
+    ig_seq_tokens *cur; /* [max_seqs] copy of the call's sequences */
+    int64_t *row0;      /* [max_seqs] first row of each sequence */
+    int *p0;            /* [max_seqs] cache length before the call */
+    int n_cur;
+    unsigned char *slot_seen; /* [max_seqs] */
+    ig_engine_stats stats;
+};
+
+static float *alloc_f(size_t n, ig_error *err) { return ig_aligned_alloc(n * sizeof(float), err); }
+
+ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_engine **out,
+                           ig_error *err) {
+    *out = NULL;
+    const ig_model_config *c = ig_model_get_config(m);
+    ig_engine_opts o = *opts;
+    if (o.max_seqs <= 0 || o.max_seqs > 4096)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "max_seqs %d out of range 1..4096",
+                            o.max_seqs);
+    if (o.max_ctx <= 0)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "context length %d must be positive",
+                            o.max_ctx);
+    if (c->arch == IG_ARCH_OPT && o.max_ctx > c->max_pos)
+        return ig_error_set(err, IG_ERR_CAPACITY,
+                            "context length %d exceeds the %d learned positions of this OPT model",
+                            o.max_ctx, c->max_pos);
+    if (o.max_batch_tokens <= 0) o.max_batch_tokens = o.max_seqs;
+    ig_cpu_set_threads(o.threads);
+
+    ig_engine *e = ig_calloc(1, sizeof *e, err);
+    if (!e) return IG_ERR_NOMEM;
+    e->model = m;
+    e->cfg = *c;
+    e->opts = o;
+    size_t T = (size_t)o.max_batch_tokens, d = (size_t)c->d_model;
+    size_t qd = (size_t)c->n_head * (size_t)c->head_dim;
+    size_t kvd = (size_t)c->n_kv_head * (size_t)c->head_dim, f = (size_t)c->d_ffn;
+    e->slot_floats = (size_t)c->n_kv_head * (size_t)o.max_ctx * (size_t)c->head_dim;
+    size_t cache_floats = e->slot_floats * (size_t)o.max_seqs;
+
+    e->seq_len = ig_calloc((size_t)o.max_seqs, sizeof(int), err);
+    e->cur = ig_calloc((size_t)o.max_seqs, sizeof *e->cur, err);
+    e->row0 = ig_calloc((size_t)o.max_seqs, sizeof *e->row0, err);
+    e->p0 = ig_calloc((size_t)o.max_seqs, sizeof *e->p0, err);
+    e->slot_seen = ig_calloc((size_t)o.max_seqs, 1, err);
+    e->k_cache = ig_calloc((size_t)c->n_layer, sizeof(float *), err);
+    e->v_cache = ig_calloc((size_t)c->n_layer, sizeof(float *), err);
+    ig_status rc = IG_OK;
+    if (!e->seq_len || !e->cur || !e->row0 || !e->p0 || !e->slot_seen || !e->k_cache ||
+        !e->v_cache) {
+        rc = IG_ERR_NOMEM;
+        goto fail;
+    }
+    for (int l = 0; l < c->n_layer; l++) {
+        e->k_cache[l] = alloc_f(cache_floats, err);
+        e->v_cache[l] = alloc_f(cache_floats, err);
+        if (!e->k_cache[l] || !e->v_cache[l]) {
+            rc = IG_ERR_NOMEM;
+            ig_error_prefix(err, "KV cache (%zu MiB per layer): ",
+                            2 * cache_floats * sizeof(float) >> 20);
+            goto fail;
+        }
+    }
+    e->x = alloc_f(T * d, err);
+    e->h = alloc_f(T * d, err);
+    e->hidden = alloc_f(T * d, err);
+    e->q = alloc_f(T * qd, err);
+    e->k = alloc_f(T * kvd, err);
+    e->v = alloc_f(T * kvd, err);
+    e->att = alloc_f(T * qd, err);
+    e->f1 = alloc_f(T * f, err);
+    e->f2 = alloc_f(T * f, err);
+    e->ids = ig_calloc(T, sizeof(int32_t), err);
+    e->pos = ig_calloc(T, sizeof(int32_t), err);
+    e->attn_ws = alloc_f(ig_cpu_attention_ws_floats(o.max_batch_tokens, o.max_ctx), err);
+    if (!e->x || !e->h || !e->hidden || !e->q || !e->k || !e->v || !e->att || !e->f1 || !e->f2 ||
+        !e->ids || !e->pos || !e->attn_ws) {
+        rc = IG_ERR_NOMEM;
+        goto fail;
+    }
+    if (c->arch == IG_ARCH_LLAMA) {
+        size_t half = (size_t)c->rot_dim / 2;
+        e->rope_cos = alloc_f((size_t)o.max_ctx * half, err);
+        e->rope_sin = alloc_f((size_t)o.max_ctx * half, err);
+        if (!e->rope_cos || !e->rope_sin) {
+            rc = IG_ERR_NOMEM;
+            goto fail;
+        }
+        ig_cpu_rope_table(c->rope_theta, c->rot_dim, o.max_ctx, e->rope_cos, e->rope_sin);
+    }
+    *out = e;
+    return IG_OK;
+fail:
+    ig_engine_free(e);
+    return rc;
+}
+
+void ig_engine_free(ig_engine *e) {
+    if (!e) return;
+    if (e->k_cache)
+        for (int l = 0; l < e->cfg.n_layer; l++) free(e->k_cache[l]);
+    if (e->v_cache)
+        for (int l = 0; l < e->cfg.n_layer; l++) free(e->v_cache[l]);
+    free(e->k_cache);
+    free(e->v_cache);
+    free(e->seq_len);
+    free(e->cur);
+    free(e->row0);
+    free(e->p0);
+    free(e->slot_seen);
+    free(e->x);
+    free(e->h);
+    free(e->hidden);
+    free(e->q);
+    free(e->k);
+    free(e->v);
+    free(e->att);
+    free(e->f1);
+    free(e->f2);
+    free(e->ids);
+    free(e->pos);
+    free(e->attn_ws);
+    free(e->rope_cos);
+    free(e->rope_sin);
+    free(e);
+}
+
+static ig_status check_batch(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig_error *err) {
+    if (n_seqs <= 0 || n_seqs > e->opts.max_seqs)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "%d sequences in one call (expected 1..%d)",
+                            n_seqs, e->opts.max_seqs);
+    memset(e->slot_seen, 0, (size_t)e->opts.max_seqs);
+    int64_t total = 0;
+    ig_status rc = IG_OK;
+    for (int s = 0; s < n_seqs && rc == IG_OK; s++) {
+        const ig_seq_tokens *q = &seqs[s];
+        if (q->slot < 0 || q->slot >= e->opts.max_seqs)
+            rc = ig_error_set(err, IG_ERR_INVALID_ARG, "slot %d out of range 0..%d", q->slot,
+                              e->opts.max_seqs - 1);
+        else if (e->slot_seen[q->slot])
+            rc = ig_error_set(err, IG_ERR_INVALID_ARG, "slot %d appears twice in one call",
+                              q->slot);
+        else if (q->n_tokens <= 0 || !q->tokens)
+            rc = ig_error_set(err, IG_ERR_INVALID_ARG, "sequence %d has no tokens", s);
+        else if ((int64_t)e->seq_len[q->slot] + q->n_tokens > e->opts.max_ctx)
+            rc = ig_error_set(err, IG_ERR_CAPACITY,
+                              "slot %d: %d cached + %d new tokens exceed the context of %d",
+                              q->slot, e->seq_len[q->slot], q->n_tokens, e->opts.max_ctx);
+        if (rc != IG_OK) break;
+        e->slot_seen[q->slot] = 1;
+        for (int i = 0; i < q->n_tokens; i++)
+            if (q->tokens[i] < 0 || q->tokens[i] >= e->cfg.vocab)
+                return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                    "token id %d at position %d of sequence %d is outside the "
+                                    "vocabulary (0..%d)",
+                                    q->tokens[i], i, s, e->cfg.vocab - 1);
+        total += q->n_tokens;
+    }
+    if (rc == IG_OK && total > e->opts.max_batch_tokens)
+        rc = ig_error_set(err, IG_ERR_CAPACITY,
+                          "%lld tokens in one call exceed the batch capacity of %d",
+                          (long long)total, e->opts.max_batch_tokens);
+    return rc;
+}
+
+static void linear(ig_engine *e, const float *x, int64_t M, const ig_weight *w, const float *b,
+                   float *y) {
+    double t0 = ig_time_s();
+    ig_cpu_linear(x, M, w->cols, w->data, w->dtype, w->rows, b, y);
+    e->stats.linear_s += ig_time_s() - t0;
+}
+
+static void norm(const ig_engine *e, const float *x, const float *w, const float *b, int64_t rows,
+                 float *y) {
+    if (e->cfg.arch == IG_ARCH_OPT)
+        ig_cpu_layernorm(x, w, b, rows, e->cfg.d_model, e->cfg.norm_eps, y);
+    else
+        ig_cpu_rmsnorm(x, w, rows, e->cfg.d_model, e->cfg.norm_eps, y);
+}
+
+/* Copies the new keys/values of every sequence into its cache slot at its positions. */
+static void store_kv(ig_engine *e, int layer) {
+    const ig_model_config *c = &e->cfg;
+    size_t hd = (size_t)c->head_dim, kvd = (size_t)c->n_kv_head * hd;
+    size_t ctx = (size_t)e->opts.max_ctx;
+    for (int s = 0; s < e->n_cur; s++) {
+        const ig_seq_tokens *q = &e->cur[s];
+        float *kc = e->k_cache[layer] + (size_t)q->slot * e->slot_floats;
+        float *vc = e->v_cache[layer] + (size_t)q->slot * e->slot_floats;
+        for (int i = 0; i < q->n_tokens; i++) {
+            size_t row = (size_t)(e->row0[s] + i), p = (size_t)(e->p0[s] + i);
+            for (int g = 0; g < c->n_kv_head; g++) {
+                memcpy(kc + ((size_t)g * ctx + p) * hd, e->k + row * kvd + (size_t)g * hd,
+                       hd * sizeof(float));
+                memcpy(vc + ((size_t)g * ctx + p) * hd, e->v + row * kvd + (size_t)g * hd,
+                       hd * sizeof(float));
+            }
+        }
+    }
+}
+
+static void attention(ig_engine *e, int layer) {
+    const ig_model_config *c = &e->cfg;
+    size_t qd = (size_t)c->n_head * (size_t)c->head_dim;
+    float scale = 1.0f / sqrtf((float)c->head_dim);
+    double t0 = ig_time_s();
+    for (int s = 0; s < e->n_cur; s++) {
+        const ig_seq_tokens *q = &e->cur[s];
+        const float *kc = e->k_cache[layer] + (size_t)q->slot * e->slot_floats;
+        const float *vc = e->v_cache[layer] + (size_t)q->slot * e->slot_floats;
+        size_t r0 = (size_t)e->row0[s];
+        ig_cpu_attention(e->q + r0 * qd, q->n_tokens, e->p0[s], kc, vc, e->opts.max_ctx,
+                         c->n_head, c->n_kv_head, c->head_dim, scale, e->attn_ws,
+                         e->att + r0 * qd);
+    }
+    e->stats.attention_s += ig_time_s() - t0;
+}
+
+ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig_error *err) {
+    IG_TRY(check_batch(e, seqs, n_seqs, err));
+    const ig_model_config *c = &e->cfg;
+    int64_t T = 0;
+    e->n_cur = n_seqs;
+    for (int s = 0; s < n_seqs; s++) {
+        e->cur[s] = seqs[s];
+        e->row0[s] = T;
+        e->p0[s] = e->seq_len[seqs[s].slot];
+        for (int i = 0; i < seqs[s].n_tokens; i++) {
+            e->ids[T + i] = seqs[s].tokens[i];
+            e->pos[T + i] = e->p0[s] + i;
+        }
+        T += seqs[s].n_tokens;
+    }
+    e->n_rows = T;
+    size_t d = (size_t)c->d_model, f = (size_t)c->d_ffn;
+    double t_start = ig_time_s();
+    double lin0 = e->stats.linear_s, att0 = e->stats.attention_s;
+
+    ig_weight te = ig_model_tok_embd(e->model);
+    ig_cpu_embed(te.data, te.dtype, c->d_model, e->ids, T, e->x);
+    if (c->arch == IG_ARCH_OPT) {
+        ig_weight pe = ig_model_pos_embd(e->model);
+        for (int64_t t = 0; t < T; t++) {
+            int32_t p = e->pos[t] + c->pos_offset;
+            ig_cpu_embed(pe.data, pe.dtype, c->d_model, &p, 1, e->h);
+            ig_cpu_add(e->x + (size_t)t * d, e->h, c->d_model);
+        }
+    }
+    for (int l = 0; l < c->n_layer; l++) {
+        const ig_layer *L = ig_model_layer(e->model, l);
+        norm(e, e->x, L->attn_norm_w, L->attn_norm_b, T, e->h);
+        linear(e, e->h, T, &L->wq, L->bq, e->q);
+        linear(e, e->h, T, &L->wk, L->bk, e->k);
+        linear(e, e->h, T, &L->wv, L->bv, e->v);
+        if (c->arch == IG_ARCH_LLAMA) {
+            ig_cpu_rope(e->q, T, c->n_head, c->head_dim, c->rot_dim, e->pos, e->rope_cos,
+                        e->rope_sin);
+            ig_cpu_rope(e->k, T, c->n_kv_head, c->head_dim, c->rot_dim, e->pos, e->rope_cos,
+                        e->rope_sin);
+        }
+        store_kv(e, l);
+        attention(e, l);
+        linear(e, e->att, T, &L->wo, L->bo, e->h);
+        ig_cpu_add(e->x, e->h, (int64_t)(T * (int64_t)d));
+        norm(e, e->x, L->ffn_norm_w, L->ffn_norm_b, T, e->h);
+        if (c->arch == IG_ARCH_OPT) {
+            linear(e, e->h, T, &L->w_up, L->b_up, e->f1);
+            ig_cpu_relu(e->f1, (int64_t)(T * (int64_t)f));
+            linear(e, e->f1, T, &L->w_down, L->b_down, e->h);
+        } else {
+            linear(e, e->h, T, &L->w_gate, NULL, e->f1);
+            linear(e, e->h, T, &L->w_up, L->b_up, e->f2);
+            ig_cpu_silu_mul(e->f1, e->f2, (int64_t)(T * (int64_t)f), e->f1);
+            linear(e, e->f1, T, &L->w_down, L->b_down, e->h);
+        }
+        ig_cpu_add(e->x, e->h, (int64_t)(T * (int64_t)d));
+    }
+    norm(e, e->x, ig_model_final_norm_w(e->model), ig_model_final_norm_b(e->model), T, e->hidden);
+    for (int s = 0; s < n_seqs; s++) e->seq_len[seqs[s].slot] += seqs[s].n_tokens;
+    double total = ig_time_s() - t_start;
+    e->stats.other_s +=
+        total - (e->stats.linear_s - lin0) - (e->stats.attention_s - att0);
+    e->stats.forward_calls++;
+    e->stats.tokens += T;
+    return IG_OK;
+}
+
+void ig_engine_logits(ig_engine *e, int64_t row0, int64_t n, float *out) {
+    IG_ASSERT(row0 >= 0 && n >= 0 && row0 + n <= e->n_rows);
+    ig_weight w = ig_model_lm_head(e->model);
+    double t0 = ig_time_s();
+    ig_cpu_linear(e->hidden + (size_t)row0 * (size_t)e->cfg.d_model, n, w.cols, w.data, w.dtype,
+                  w.rows, NULL, out);
+    e->stats.logits_s += ig_time_s() - t0;
+}
+
+void ig_engine_logits_rows(ig_engine *e, const int64_t *rows, int64_t n, float *out) {
+    /* Gather the rows into the scratch h (free after forward), then one GEMM. */
+    size_t d = (size_t)e->cfg.d_model;
+    IG_ASSERT(n <= e->opts.max_batch_tokens);
+    for (int64_t i = 0; i < n; i++) {
+        IG_ASSERT(rows[i] >= 0 && rows[i] < e->n_rows);
+        memcpy(e->h + (size_t)i * d, e->hidden + (size_t)rows[i] * d, d * sizeof(float));
+    }
+    ig_weight w = ig_model_lm_head(e->model);
+    double t0 = ig_time_s();
+    ig_cpu_linear(e->h, n, w.cols, w.data, w.dtype, w.rows, NULL, out);
+    e->stats.logits_s += ig_time_s() - t0;
+}
+
+int64_t ig_engine_n_rows(const ig_engine *e) { return e->n_rows; }
+int ig_engine_seq_len(const ig_engine *e, int slot) { return e->seq_len[slot]; }
+void ig_engine_seq_reset(ig_engine *e, int slot) { e->seq_len[slot] = 0; }
+const ig_engine_opts *ig_engine_get_opts(const ig_engine *e) { return &e->opts; }
+const ig_model *ig_engine_model(const ig_engine *e) { return e->model; }
+ig_engine_stats ig_engine_get_stats(const ig_engine *e) { return e->stats; }
+void ig_engine_reset_stats(ig_engine *e) { memset(&e->stats, 0, sizeof e->stats); }
+
+size_t ig_engine_kv_bytes_per_token(const ig_engine *e) {
+    return 2 * (size_t)e->cfg.n_layer * (size_t)e->cfg.n_kv_head * (size_t)e->cfg.head_dim *
+           sizeof(float);
+}
+
+size_t ig_engine_kv_bytes(const ig_engine *e) {
+    return ig_engine_kv_bytes_per_token(e) * (size_t)e->opts.max_ctx * (size_t)e->opts.max_seqs;
+}

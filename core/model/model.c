@@ -1,0 +1,220 @@
+/* Model lifetime, format detection, accessors and the default-model lookup. The format loaders
+ * (model_hf.c, model_gguf.c) fill the struct; nothing here knows tensor names. */
+#include "core/model/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/mapfile.h"
+#include "core/model/model_internal.h"
+
+#define IG_DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+const char *ig_arch_name(ig_arch a) {
+    switch (a) {
+    case IG_ARCH_OPT: return "opt";
+    case IG_ARCH_LLAMA: return "llama";
+    }
+    return "?";
+}
+
+void *ig_model_alloc(ig_model *m, size_t bytes, ig_error *err) {
+    if (m->n_owned == m->cap_owned) {
+        size_t cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **p = realloc(m->owned, cap * sizeof *p);
+        if (!p) {
+            ig_error_set(err, IG_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        m->owned = p;
+        m->cap_owned = cap;
+    }
+    void *buf = ig_aligned_alloc(bytes, err);
+    if (!buf) return NULL;
+    m->owned[m->n_owned++] = buf;
+    return buf;
+}
+
+ig_status ig_model_config_validate(const ig_model_config *c, const char *src, ig_error *err) {
+    struct {
+        const char *name;
+        int v;
+    } pos[] = {{"n_layer", c->n_layer}, {"d_model", c->d_model}, {"n_head", c->n_head},
+               {"n_kv_head", c->n_kv_head}, {"head_dim", c->head_dim}, {"d_ffn", c->d_ffn},
+               {"vocab", c->vocab}, {"max_pos", c->max_pos}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v <= 0 || pos[i].v > (1 << 24))
+            return ig_error_set(err, IG_ERR_FORMAT, "%s: %s = %d is out of range (expected 1..%d)",
+                                src, pos[i].name, pos[i].v, 1 << 24);
+    if (c->n_head % c->n_kv_head != 0)
+        return ig_error_set(err, IG_ERR_FORMAT,
+                            "%s: %d attention heads are not a multiple of %d KV heads", src,
+                            c->n_head, c->n_kv_head);
+    if (c->arch == IG_ARCH_LLAMA && (c->rot_dim <= 0 || c->rot_dim > c->head_dim || c->rot_dim % 2))
+        return ig_error_set(err, IG_ERR_FORMAT,
+                            "%s: rotary dimension %d is invalid for head_dim %d (expected an even "
+                            "number <= head_dim)",
+                            src, c->rot_dim, c->head_dim);
+    if (c->arch == IG_ARCH_LLAMA && !(c->rope_theta > 0))
+        return ig_error_set(err, IG_ERR_FORMAT, "%s: rope theta %g must be positive", src,
+                            (double)c->rope_theta);
+    if (!(c->norm_eps > 0) || c->norm_eps > 1)
+        return ig_error_set(err, IG_ERR_FORMAT, "%s: norm epsilon %g out of range (0, 1]", src,
+                            (double)c->norm_eps);
+    return IG_OK;
+}
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && !strcmp(s + n - k, suf);
+}
+
+static int file_has_gguf_magic(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char magic[4] = {0};
+    size_t got = fread(magic, 1, 4, f);
+    fclose(f);
+    return got == 4 && !memcmp(magic, "GGUF", 4);
+}
+
+ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_model **out,
+                        ig_error *err) {
+    *out = NULL;
+    ig_model_load_opts o = {IG_DTYPE_F32, 0};
+    if (opts) o = *opts;
+    if (!ig_dtype_is_float_storage(o.dtype))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "storage dtype %s is not supported (expected f32, f16 or bf16)",
+                            ig_dtype_name(o.dtype));
+    if (!ig_path_exists(path))
+        return ig_error_set(err, IG_ERR_NOT_FOUND, "%s: no such file or directory", path);
+
+    ig_model *m = ig_calloc(1, sizeof *m, err);
+    if (!m) return IG_ERR_NOMEM;
+    m->dtype = o.dtype;
+    m->path = strdup(path);
+    m->cfg.bos = m->cfg.eos = -1;
+
+    ig_status rc;
+    double t0 = ig_time_s();
+    if (ig_path_is_dir(path)) {
+        m->format = IG_FORMAT_HF;
+        rc = ig_model_load_hf(m, path, err);
+    } else if (has_suffix(path, ".gguf") || file_has_gguf_magic(path)) {
+        m->format = IG_FORMAT_GGUF;
+        rc = ig_model_load_gguf(m, path, err);
+    } else if (has_suffix(path, "config.json") || has_suffix(path, ".safetensors") ||
+               has_suffix(path, ".safetensors.index.json")) {
+        char *dir = strdup(path);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            strcpy(dir, ".");
+        m->format = IG_FORMAT_HF;
+        rc = ig_model_load_hf(m, dir, err);
+        free(dir);
+    } else {
+        rc = ig_error_set(err, IG_ERR_FORMAT,
+                          "%s: not a model (expected a .gguf file or a Hugging Face directory "
+                          "with config.json)",
+                          path);
+    }
+    if (rc != IG_OK) {
+        ig_model_free(m);
+        return rc;
+    }
+    const char *base = strrchr(path, '/');
+    base = base && base[1] ? base + 1 : path;
+    snprintf(m->name, sizeof m->name, "%s", base);
+    if (!o.quiet)
+        IG_INFO("loaded %s (%s, %d layers, d_model %d, %d/%d heads, vocab %d, %s) in %.2f s", path,
+                ig_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.d_model, m->cfg.n_head,
+                m->cfg.n_kv_head, m->cfg.vocab, ig_dtype_name(m->dtype), ig_time_s() - t0);
+    *out = m;
+    return IG_OK;
+}
+
+void ig_model_free(ig_model *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    ig_tokenizer_free(m->tok);
+    if (m->st) ig_safetensors_close(m->st);
+    if (m->gguf) ig_gguf_close(m->gguf);
+    free(m->path);
+    free(m);
+}
+
+const ig_model_config *ig_model_get_config(const ig_model *m) { return &m->cfg; }
+const ig_layer *ig_model_layer(const ig_model *m, int i) { return &m->layers[i]; }
+ig_weight ig_model_tok_embd(const ig_model *m) { return m->tok_embd; }
+ig_weight ig_model_pos_embd(const ig_model *m) { return m->pos_embd; }
+ig_weight ig_model_lm_head(const ig_model *m) { return m->lm_head; }
+const float *ig_model_final_norm_w(const ig_model *m) { return m->final_norm_w; }
+const float *ig_model_final_norm_b(const ig_model *m) { return m->final_norm_b; }
+const ig_tokenizer *ig_model_tokenizer(const ig_model *m) { return m->tok; }
+ig_model_format ig_model_get_format(const ig_model *m) { return m->format; }
+const char *ig_model_path(const ig_model *m) { return m->path; }
+const char *ig_model_name(const ig_model *m) { return m->name; }
+ig_dtype ig_model_dtype(const ig_model *m) { return m->dtype; }
+
+static size_t wbytes(ig_weight w) { return (size_t)(w.rows * w.cols) * ig_dtype_size(w.dtype); }
+
+static size_t layer_matrix_bytes(const ig_layer *l) {
+    return wbytes(l->wq) + wbytes(l->wk) + wbytes(l->wv) + wbytes(l->wo) + wbytes(l->w_gate) +
+           wbytes(l->w_up) + wbytes(l->w_down);
+}
+
+static size_t layer_vector_bytes(const ig_model_config *c) {
+    size_t d = (size_t)c->d_model, kv = (size_t)c->n_kv_head * (size_t)c->head_dim;
+    size_t qd = (size_t)c->n_head * (size_t)c->head_dim, f = (size_t)c->d_ffn;
+    size_t n = 2 * d; /* two norm weights */
+    if (c->arch == IG_ARCH_OPT) n += 2 * d;
+    if (c->attn_bias) n += qd + 2 * kv + d;
+    if (c->mlp_bias) n += f + d;
+    return n * sizeof(float);
+}
+
+size_t ig_model_weight_bytes(const ig_model *m) {
+    size_t n = wbytes(m->tok_embd) + wbytes(m->pos_embd);
+    if (!m->cfg.tied_embeddings) n += wbytes(m->lm_head);
+    for (int i = 0; i < m->cfg.n_layer; i++)
+        n += layer_matrix_bytes(&m->layers[i]) + layer_vector_bytes(&m->cfg);
+    return n;
+}
+
+size_t ig_model_decode_bytes_per_token(const ig_model *m) {
+    size_t row = (size_t)m->cfg.d_model * ig_dtype_size(m->tok_embd.dtype);
+    size_t n = row + wbytes(m->lm_head); /* one embedding row + the whole lm_head */
+    if (m->pos_embd.data) n += row;
+    for (int i = 0; i < m->cfg.n_layer; i++)
+        n += layer_matrix_bytes(&m->layers[i]) + layer_vector_bytes(&m->cfg);
+    return n;
+}
+
+const char *ig_model_default_path(ig_error *err) {
+    static char buf[4096];
+    const char *env = getenv("IGEN_MODEL");
+    if (env && *env) {
+        if (ig_path_exists(env)) return env;
+        ig_error_set(err, IG_ERR_NOT_FOUND, "IGEN_MODEL=%s: no such file or directory", env);
+        return NULL;
+    }
+    const char *home = getenv("IGEN_HOME");
+    if (home && *home) {
+        snprintf(buf, sizeof buf, "%s/models/%s", home, IG_DEFAULT_MODEL_FILE);
+        if (ig_path_exists(buf)) return buf;
+    }
+    snprintf(buf, sizeof buf, "%s/models/%s", IG_SOURCE_DIR, IG_DEFAULT_MODEL_FILE);
+    if (ig_path_exists(buf)) return buf;
+    ig_error_set(err, IG_ERR_NOT_FOUND,
+                 "no default model: %s not found (run tools/setup.sh, or pass --model PATH, or set "
+                 "IGEN_MODEL)",
+                 buf);
+    return NULL;
+}

@@ -1,0 +1,97 @@
+/* A loaded model: its configuration (from config.json or GGUF metadata), its weights in the engine's
+ * storage dtype, and its tokenizer. Loading validates every tensor's shape against the config.
+ * Weights whose file dtype equals the storage dtype point into the memory-mapped file (no copy). */
+#ifndef IG_MODEL_H
+#define IG_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tokenizer/tokenizer.h"
+
+typedef enum ig_arch {
+    IG_ARCH_OPT = 0,   /* learned positions (+2), pre-LayerNorm, ReLU MLP, biases */
+    IG_ARCH_LLAMA = 1, /* RMSNorm, RoPE, SwiGLU, grouped-query attention */
+} ig_arch;
+
+typedef enum ig_model_format {
+    IG_FORMAT_HF = 0, /* directory: config.json + safetensors + tokenizer.json */
+    IG_FORMAT_GGUF = 1,
+} ig_model_format;
+
+typedef struct ig_model_config {
+    ig_arch arch;
+    int n_layer;
+    int d_model;
+    int n_head;
+    int n_kv_head;
+    int head_dim;
+    int d_ffn;
+    int vocab;
+    int max_pos;    /* context length the model was trained for */
+    float norm_eps; /* LayerNorm / RMSNorm epsilon */
+    float rope_theta;
+    int rot_dim;   /* dims rotated by RoPE (Llama), usually head_dim */
+    int pos_offset; /* OPT's learned-position offset (2) */
+    int attn_bias;  /* q/k/v/o projections have biases */
+    int mlp_bias;
+    int tied_embeddings;
+    int32_t bos, eos; /* -1 when absent */
+} ig_model_config;
+
+/* A 2-D weight matrix [rows = out features][cols = in features], row-major, in `dtype`. */
+typedef struct ig_weight {
+    const void *data;
+    ig_dtype dtype;
+    int64_t rows, cols;
+} ig_weight;
+
+/* One transformer block. Vectors (norms, biases) are always f32; NULL where the arch has none. */
+typedef struct ig_layer {
+    const float *attn_norm_w, *attn_norm_b;
+    ig_weight wq, wk, wv, wo;
+    const float *bq, *bk, *bv, *bo;
+    const float *ffn_norm_w, *ffn_norm_b;
+    ig_weight w_gate; /* Llama only */
+    ig_weight w_up;   /* OPT fc1 */
+    ig_weight w_down; /* OPT fc2 */
+    const float *b_up, *b_down;
+} ig_layer;
+
+typedef struct ig_model ig_model;
+
+typedef struct ig_model_load_opts {
+    ig_dtype dtype; /* storage dtype of matrices: f32 (default), f16 or bf16 */
+    int quiet;      /* no progress on stderr */
+} ig_model_load_opts;
+
+/* path: a GGUF file, or a Hugging Face directory (or its config.json / a .safetensors in it). */
+ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_model **out,
+                        ig_error *err);
+void ig_model_free(ig_model *m);
+
+const ig_model_config *ig_model_get_config(const ig_model *m);
+const ig_layer *ig_model_layer(const ig_model *m, int i);
+ig_weight ig_model_tok_embd(const ig_model *m);  /* [vocab][d_model] */
+ig_weight ig_model_pos_embd(const ig_model *m);  /* OPT: [max_pos + offset][d_model]; else empty */
+ig_weight ig_model_lm_head(const ig_model *m);   /* [vocab][d_model]; the embedding if tied */
+const float *ig_model_final_norm_w(const ig_model *m);
+const float *ig_model_final_norm_b(const ig_model *m);
+const ig_tokenizer *ig_model_tokenizer(const ig_model *m);
+ig_model_format ig_model_get_format(const ig_model *m);
+const char *ig_model_path(const ig_model *m);
+const char *ig_model_name(const ig_model *m); /* a short display name */
+ig_dtype ig_model_dtype(const ig_model *m);
+/* Bytes of all matrices + vectors as stored, and the bytes one decode token reads (every matrix
+ * once, one embedding row, the lm_head). */
+size_t ig_model_weight_bytes(const ig_model *m);
+size_t ig_model_decode_bytes_per_token(const ig_model *m);
+const char *ig_arch_name(ig_arch a);
+
+/* The default model: $IGEN_MODEL, else $IGEN_HOME/models/<default>, else <source dir>/models/<default>
+ * as installed by tools/setup.sh. Returns NULL (and sets err naming the places looked at) if none. */
+const char *ig_model_default_path(ig_error *err);
+
+#endif

@@ -1,0 +1,33 @@
+/* Internal to core/model: the model struct and the helpers the format loaders share. */
+#ifndef IG_MODEL_INTERNAL_H
+#define IG_MODEL_INTERNAL_H
+
+#include "core/io/gguf.h"
+#include "core/io/safetensors.h"
+#include "core/model/model.h"
+
+struct ig_model {
+    ig_model_config cfg;
+    ig_model_format format;
+    ig_dtype dtype;
+    char *path;
+    char name[128];
+    ig_layer *layers;
+    ig_weight tok_embd, pos_embd, lm_head;
+    const float *final_norm_w, *final_norm_b;
+    ig_tokenizer *tok;
+    ig_safetensors *st;
+    ig_gguf *gguf;
+    void **owned; /* buffers converted at load time */
+    size_t n_owned, cap_owned;
+};
+
+/* Allocates a buffer owned (and freed) by the model. */
+void *ig_model_alloc(ig_model *m, size_t bytes, ig_error *err);
+/* Checks the config for values the engine cannot run (zero sizes, heads not dividing, ...). */
+ig_status ig_model_config_validate(const ig_model_config *c, const char *src, ig_error *err);
+
+ig_status ig_model_load_hf(ig_model *m, const char *dir, ig_error *err);
+ig_status ig_model_load_gguf(ig_model *m, const char *file, ig_error *err);
+
+#endif

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs the whole test suite twice: a Release build (build/) and an AddressSanitizer + UBSan build
+# (build-asan/), each with ctest. Exits non-zero if any test fails. GPU tests report SKIPPED where
+# there is no GPU. The model-dependent tests need tools/setup.sh to have installed the model.
+#   tools/test.sh            both builds
+#   tools/test.sh --fast     Release build only
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+fast=0
+[ "${1:-}" = "--fast" ] && fast=1
+export OMP_WAIT_POLICY=passive
+"$repo/tools/build.sh" "$repo/build"
+ctest --test-dir "$repo/build" --output-on-failure
+if [ "$fast" = 0 ]; then
+  "$repo/tools/build.sh" "$repo/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_SANITIZE=ON
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
+  LSAN_OPTIONS=suppressions=$repo/tests/lsan.supp:print_suppressions=0 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$repo/build-asan" --output-on-failure
+fi
