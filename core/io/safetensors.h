@@ -32,7 +32,7 @@ void ig_safetensors_close(ig_safetensors *st);
 size_t ig_safetensors_n_tensors(const ig_safetensors *st);
 const ig_st_tensor *ig_safetensors_tensor_at(const ig_safetensors *st, size_t i);
 const ig_st_tensor *ig_safetensors_find(const ig_safetensors *st, const char *name);
-/* A value of the "__metadata__" string map of the (first) file, or NULL. */
+/* A value of the "__metadata__" string map of the (first, in name order) file, or NULL. */
 const char *ig_safetensors_metadata(const ig_safetensors *st, const char *key);
 
 #endif
