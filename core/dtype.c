@@ -63,14 +63,21 @@ void ig_convert(ig_dtype dst_type, void *dst, ig_dtype src_type, const void *src
         memcpy(dst, src, n * ig_dtype_size(src_type));
         return;
     }
-    if (dst_type == IG_DTYPE_F32) {
-        float *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = ig_load_f32(src_type, src, i);
-        return;
-    }
-    uint16_t *d = dst;
-    for (size_t i = 0; i < n; i++) {
-        float v = ig_load_f32(src_type, src, i);
-        d[i] = dst_type == IG_DTYPE_F16 ? ig_f32_to_f16(v) : ig_f32_to_bf16(v);
-    }
+    /* One loop per pair, so the per-element work has no type switch. */
+    const float *sf = src;
+    const uint16_t *sh = src;
+    float *df = dst;
+    uint16_t *dh = dst;
+    if (dst_type == IG_DTYPE_F32 && src_type == IG_DTYPE_F16)
+        for (size_t i = 0; i < n; i++) df[i] = ig_f16_to_f32(sh[i]);
+    else if (dst_type == IG_DTYPE_F32 && src_type == IG_DTYPE_BF16)
+        for (size_t i = 0; i < n; i++) df[i] = ig_bf16_to_f32(sh[i]);
+    else if (dst_type == IG_DTYPE_F16 && src_type == IG_DTYPE_F32)
+        for (size_t i = 0; i < n; i++) dh[i] = ig_f32_to_f16(sf[i]);
+    else if (dst_type == IG_DTYPE_BF16 && src_type == IG_DTYPE_F32)
+        for (size_t i = 0; i < n; i++) dh[i] = ig_f32_to_bf16(sf[i]);
+    else if (dst_type == IG_DTYPE_F16 && src_type == IG_DTYPE_BF16)
+        for (size_t i = 0; i < n; i++) dh[i] = ig_f32_to_f16(ig_bf16_to_f32(sh[i]));
+    else if (dst_type == IG_DTYPE_BF16 && src_type == IG_DTYPE_F16)
+        for (size_t i = 0; i < n; i++) dh[i] = ig_f32_to_bf16(ig_f16_to_f32(sh[i]));
 }

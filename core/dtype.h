@@ -90,7 +90,8 @@ static inline uint16_t ig_f32_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
-/* Converts n elements between float storage types (f32, f16, bf16). src and dst must not overlap. */
+/* Converts n elements between float storage types (f32, f16, bf16); other types are not handled.
+ * src and dst must not overlap. */
 void ig_convert(ig_dtype dst_type, void *dst, ig_dtype src_type, const void *src, size_t n);
 /* Reads element i of a float-storage buffer as f32. */
 float ig_load_f32(ig_dtype t, const void *data, size_t i);
