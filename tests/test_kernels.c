@@ -567,7 +567,7 @@ static void check_attention(ig_rng *r, attn_case c, int ws_threads) {
                 k[((int64_t)g * c.stride + j) * c.hd + d] = NAN;
                 v[((int64_t)g * c.stride + j) * c.hd + d] = NAN;
             }
-    size_t wsn = ig_cpu_attention_ws_floats(c.n_q, c.p0 + c.n_q, ws_threads);
+    size_t wsn = ig_cpu_attention_ws_floats(c.n_q, c.p0 + c.n_q, c.n_head, c.hd, ws_threads);
     float *ws = galloc((int64_t)wsn);
     float scale = 1.0f / sqrtf((float)c.hd);
     ig_ref_attention(q, c.n_q, c.p0, k, v, c.stride, c.n_head, c.n_kv, c.hd, scale, ref);
@@ -599,7 +599,9 @@ static void test_attention(void) {
         {1, 0, 8, 9, 3, 64, 1.0f},     /* first token */
         {1, 100, 130, 9, 3, 64, 1.0f}, /* decode over a cache */
         {1, 700, 701, 9, 3, 64, 4.0f}, /* long, peaky */
-        {5, 37, 50, 9, 3, 64, 1.0f},   /* a few queries appended: direct loop */
+        {5, 37, 50, 9, 3, 64, 1.0f},   /* a few queries appended: decode path */
+        {4, 254, 300, 9, 3, 64, 1.0f}, /* queries on both sides of a chunk boundary */
+        {8, 600, 608, 9, 3, 64, 2.0f}, /* most queries of the decode path, 3 chunks each */
         {8, 0, 8, 4, 4, 40, 1.0f},     /* MHA, hd not a multiple of 16 */
         {9, 3, 20, 9, 3, 64, 1.0f},    /* smallest sgemm case */
         {40, 0, 41, 9, 3, 64, 1.0f},   /* prefill from empty: two blocks */
@@ -619,9 +621,19 @@ static void test_attention(void) {
     }
     restore_defaults();
     /* The workspace formula: bounded by 32 * n_ctx per thread whatever n_q. */
-    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(1, 8192, 2), 2 * 8192);
-    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(4096, 8192, 2), 2 * 32 * 8192);
-    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(20, 100, 1), 20 * 112);
+    /* The workspace formula (see cpu_kernels.h). */
+    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(1, 8192, 9, 64, 2), 32 * 9 * 66 + 2 * 256);
+    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(1, 100, 9, 64, 2), 9 * 66 + 2 * 112);
+    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(4096, 8192, 9, 64, 2), 2 * 32 * 8192);
+    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(20, 100, 9, 64, 1), 8 * 9 * 66 + 112);
+    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(20, 1000, 9, 64, 1), 20 * 1008);
+    /* monotone in n_q: a workspace for the largest batch serves every smaller one */
+    int mono = 1;
+    for (int th = 1; th <= 4; th++)
+        for (int64_t nq = 1; nq < 70; nq++)
+            mono &= ig_cpu_attention_ws_floats(nq + 1, 777, 32, 128, th) >=
+                    ig_cpu_attention_ws_floats(nq, 777, 32, 128, th);
+    CU_ASSERT(mono);
 }
 
 /* Hand case: two keys, the second identical to the query direction; values one-hot. */
@@ -658,7 +670,7 @@ static void test_attention_rows(void) {
                 vr[g] = v + (int64_t)g * stride * hd;
                 nr[g] = L;
             }
-            size_t wsn = ig_cpu_attention_ws_floats(1, L, th);
+            size_t wsn = ig_cpu_attention_ws_floats(1, L, n_head, hd, th);
             float *ws = galloc((int64_t)wsn);
             ig_cpu_attention(q, 1, L - 1, k, v, stride, n_head, n_kv, hd, scale, ws, wsn, ref);
             ig_cpu_attention_rows(q, kr, vr, nr, L, n_head, n_kv, hd, scale, ws, wsn, NULL, out);
@@ -666,54 +678,60 @@ static void test_attention_rows(void) {
             CU_ASSERT(gintact(out, n_head * hd) && gintact(ws, (int64_t)wsn));
             gfree(ws);
 
-            /* (b) gathered subsets of different sizes per group (one empty), with probabilities. */
-            const int64_t max_rows = 150;
-            float *gk = malloc((size_t)n_kv * max_rows * hd * 4);
-            float *gv = malloc((size_t)n_kv * max_rows * hd * 4);
-            int64_t sizes[3] = {150, 0, 61};
-            for (int g = 0; g < n_kv; g++) {
-                for (int64_t j = 0; j < sizes[g]; j++) {
-                    int64_t src = (j * 7 + g) % L; /* any rows, in any order */
-                    memcpy(gk + ((int64_t)g * max_rows + j) * hd, kr[g] + src * hd, hd * 4);
-                    memcpy(gv + ((int64_t)g * max_rows + j) * hd, vr[g] + src * hd, hd * 4);
+            /* (b) gathered subsets of different sizes per group (one empty), with probabilities;
+             * the second set spans several chunks of keys. */
+            for (int set = 0; set < 2; set++) {
+                const int64_t max_rows = set ? 600 : 150;
+                float *gk = malloc((size_t)n_kv * max_rows * hd * 4);
+                float *gv = malloc((size_t)n_kv * max_rows * hd * 4);
+                int64_t sizes[3] = {max_rows, 0, set ? 257 : 61};
+                for (int g = 0; g < n_kv; g++) {
+                    for (int64_t j = 0; j < sizes[g]; j++) {
+                        int64_t src = (j * 7 + g) % L; /* any rows, in any order */
+                        const float *ks = k + ((int64_t)g * stride + src) * hd;
+                        const float *vs = v + ((int64_t)g * stride + src) * hd;
+                        memcpy(gk + ((int64_t)g * max_rows + j) * hd, ks, hd * 4);
+                        memcpy(gv + ((int64_t)g * max_rows + j) * hd, vs, hd * 4);
+                    }
+                    kr[g] = gk + (int64_t)g * max_rows * hd;
+                    vr[g] = gv + (int64_t)g * max_rows * hd;
+                    nr[g] = sizes[g];
                 }
-                kr[g] = gk + (int64_t)g * max_rows * hd;
-                vr[g] = gv + (int64_t)g * max_rows * hd;
-                nr[g] = sizes[g];
+                float *pr = malloc(n_head * max_rows * 4), *pf = galloc(n_head * max_rows);
+                wsn = ig_cpu_attention_ws_floats(1, max_rows, n_head, hd, th);
+                ws = galloc((int64_t)wsn);
+                ig_ref_attention_rows(q, kr, vr, nr, max_rows, n_head, n_kv, hd, scale, pr, ref);
+                ig_cpu_attention_rows(q, kr, vr, nr, max_rows, n_head, n_kv, hd, scale, ws, wsn, pf,
+                                      out);
+                double err = 0;
+                for (int i = 0; i < n_head * hd; i++)
+                    err = fmax(err, fabs((double)out[i] - ref[i]));
+                CU_ASSERT(err <= 1e-5 * max_abs(ref, n_head * hd));
+                int bad_p = 0;
+                for (int64_t i = 0; i < n_head * max_rows; i++)
+                    if (!(fabs((double)pf[i] - pr[i]) <= 1e-6)) bad_p++;
+                CU_ASSERT_EQUAL(bad_p, 0);
+                for (int h = 0; h < n_head; h++) {
+                    double s = 0;
+                    for (int64_t j = 0; j < max_rows; j++) s += pf[h * max_rows + j];
+                    IG_ASSERT_NEAR(s, sizes[h / 3] ? 1.0 : 0.0, 1e-5);
+                }
+                for (int h = 3; h < 6; h++) /* the empty group: zero output */
+                    CU_ASSERT(max_abs(out + h * hd, hd) == 0.0);
+                CU_ASSERT(gintact(pf, n_head * max_rows) && gintact(out, n_head * hd));
+                CU_ASSERT(gintact(ws, (int64_t)wsn));
+                /* without probabilities: same output */
+                float *out2 = malloc(n_head * hd * 4);
+                ig_cpu_attention_rows(q, kr, vr, nr, max_rows, n_head, n_kv, hd, scale, ws, wsn,
+                                      NULL, out2);
+                CU_ASSERT(memcmp(out, out2, n_head * hd * 4) == 0);
+                free(out2);
+                free(gk);
+                free(gv);
+                free(pr);
+                gfree(pf);
+                gfree(ws);
             }
-            float *pr = malloc(n_head * max_rows * 4), *pf = galloc(n_head * max_rows);
-            wsn = ig_cpu_attention_ws_floats(1, max_rows, th);
-            ws = galloc((int64_t)wsn);
-            ig_ref_attention_rows(q, kr, vr, nr, max_rows, n_head, n_kv, hd, scale, pr, ref);
-            ig_cpu_attention_rows(q, kr, vr, nr, max_rows, n_head, n_kv, hd, scale, ws, wsn, pf,
-                                  out);
-            double err = 0;
-            for (int i = 0; i < n_head * hd; i++) err = fmax(err, fabs((double)out[i] - ref[i]));
-            CU_ASSERT(err <= 1e-5 * max_abs(ref, n_head * hd));
-            int bad_p = 0;
-            for (int64_t i = 0; i < n_head * max_rows; i++)
-                if (!(fabs((double)pf[i] - pr[i]) <= 1e-6)) bad_p++;
-            CU_ASSERT_EQUAL(bad_p, 0);
-            for (int h = 0; h < n_head; h++) {
-                double s = 0;
-                for (int64_t j = 0; j < max_rows; j++) s += pf[h * max_rows + j];
-                IG_ASSERT_NEAR(s, sizes[h / 3] ? 1.0 : 0.0, 1e-5);
-            }
-            for (int h = 3; h < 6; h++) /* the empty group: zero output */
-                CU_ASSERT(max_abs(out + h * hd, hd) == 0.0);
-            CU_ASSERT(gintact(pf, n_head * max_rows) && gintact(out, n_head * hd));
-            CU_ASSERT(gintact(ws, (int64_t)wsn));
-            /* without probabilities: same output */
-            float *out2 = malloc(n_head * hd * 4);
-            ig_cpu_attention_rows(q, kr, vr, nr, max_rows, n_head, n_kv, hd, scale, ws, wsn, NULL,
-                                  out2);
-            CU_ASSERT(memcmp(out, out2, n_head * hd * 4) == 0);
-            free(out2);
-            free(gk);
-            free(gv);
-            free(pr);
-            gfree(pf);
-            gfree(ws);
         }
     }
     restore_defaults();

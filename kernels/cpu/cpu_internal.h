@@ -17,6 +17,10 @@
 #define IG_X86 0
 #endif
 #define IG_INLINE static inline __attribute__((always_inline))
+/* Full unrolling of a short constant loop, so that arrays of vectors indexed by it live in
+ * registers (GCC and clang both read "GCC unroll"). */
+#define IG_PRAGMA(x) _Pragma(#x)
+#define IG_UNROLL(n) IG_PRAGMA(GCC unroll n)
 
 typedef enum ig_simd_level {
     IG_SIMD_SCALAR = 0,

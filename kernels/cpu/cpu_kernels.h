@@ -64,16 +64,19 @@ double ig_cpu_log_prob(const float *logits, int64_t n, int32_t target);
  * Query head h uses KV head h / (n_head / n_kv_head) (grouped-query attention). Query i attends to
  * positions 0 .. p0+i. scores = scale * q.k, softmax in f32.
  *
- * Workspace: ws holds ws_floats floats, at least ig_cpu_attention_ws_floats(n_q, n_ctx, n_threads)
- * with n_ctx >= p0 + n_q. Each thread works in its own slice of it, so the size grows with the
- * thread count; the kernel uses at most ws_floats / slice threads (never more than
- * ig_cpu_get_threads()), so a workspace sized for fewer threads than are set is slower, never
- * overrun. Formula (n_threads <= 0 means ig_cpu_get_threads()):
- *   slice = qb * round_up(n_ctx, 16) floats, qb = 1 if n_q <= 8 (direct loop), else min(n_q, 32)
- *   ws_floats = n_threads * slice
- * so the workspace is bounded by 32 * n_ctx floats per thread (8192 tokens: 1 MiB per thread)
- * whatever n_q is. */
-size_t ig_cpu_attention_ws_floats(int64_t n_q, int64_t n_ctx, int n_threads);
+ * Workspace: ws holds ws_floats floats, at least ig_cpu_attention_ws_floats(n_q, n_ctx, n_head, hd,
+ * n_threads) with n_ctx >= p0 + n_q (n_threads <= 0: ig_cpu_get_threads()). A workspace sized for
+ * the largest batch and context serves every smaller call. Each thread works in its own slice, so
+ * the size grows with the thread count; a call uses only as many threads as ws_floats holds slices
+ * for (never more than ig_cpu_get_threads()): a workspace sized for fewer threads is slower, never
+ * overrun. Formula, with C = 256 (keys per decode chunk), nq = min(n_q, 8):
+ *   decode (n_q <= 8): nq * ceil(n_ctx / C) * n_head * (hd + 2)  partial results
+ *                      + n_threads * round_up(min(n_ctx, C), 16)  scores per thread
+ *   prefill (n_q > 8): n_threads * min(n_q, 32) * round_up(n_ctx, 16)  (query blocks of 32)
+ *   ws_floats = the decode term, or the larger of both terms when n_q > 8
+ * so it stays bounded by about 32 * n_ctx floats per thread whatever n_q is (n_ctx 8192: 1 MiB
+ * per thread). */
+size_t ig_cpu_attention_ws_floats(int64_t n_q, int64_t n_ctx, int n_head, int hd, int n_threads);
 void ig_cpu_attention(const float *q, int64_t n_q, int64_t p0, const float *k, const float *v,
                       int64_t stride_tokens, int n_head, int n_kv_head, int hd, float scale,
                       float *ws, size_t ws_floats, float *out);
@@ -83,7 +86,7 @@ void ig_cpu_attention(const float *q, int64_t n_q, int64_t p0, const float *k, c
  * queries q [n_head][hd]; out [n_head][hd]. Optional probs_out [n_head][max_rows] receives the
  * softmax weights (for policies that accumulate attention); entries n_rows[g] .. max_rows-1 of a
  * head's row are set to 0. A head whose group has no rows gets out = 0.
- * ws: ws_floats >= ig_cpu_attention_ws_floats(1, max_rows, n_threads) floats. */
+ * ws: ws_floats >= ig_cpu_attention_ws_floats(1, max_rows, n_head, hd, n_threads) floats. */
 void ig_cpu_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows,
                            const int64_t *n_rows, int64_t max_rows, int n_head, int n_kv_head,
                            int hd, float scale, float *ws, size_t ws_floats, float *probs_out,

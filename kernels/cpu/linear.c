@@ -85,10 +85,16 @@ static void gemv_rows_scalar_bf16(const float *x, int64_t M, int64_t K, const vo
 
 #if IG_X86
 
-/* The SIMD GEMV: a tile of NR weight rows (converted once per k step) against MB rows of x, NR*MB
- * accumulators in registers. dt, NR and MB are compile-time constants after inlining. */
+/* The SIMD GEMV walks W one row at a time, front to back: a single sequential stream per thread.
+ * (Measured on Zen 4: interleaving even two rows halves the bandwidth the prefetchers deliver; one
+ * row at a time reaches the read bandwidth.) Each step loads 2 vectors of the row, widens them and
+ * multiplies them into MB rows of x, with 2 accumulators per x row; dt and MB are compile-time
+ * constants after inlining, so the accumulators live in registers. */
 
-/* ---- AVX-512: 16 lanes, NR = 4, MB <= 4 (16 accumulators of 32 registers) -------------------- */
+/* ---- AVX-512: 16 lanes, MB <= 8 (16 accumulators of 32 registers) ---------------------------- */
+
+#define GEMV_MB_AVX512 8
+#define GEMV_MB_AVX2   4
 
 IG_TARGET_AVX512 IG_INLINE __m512 w16_load(const void *W, size_t i, ig_dtype dt) {
     if (dt == IG_DTYPE_F16)
@@ -110,61 +116,70 @@ IG_TARGET_AVX512 IG_INLINE __m512 w16_load_mask(const void *W, size_t i, ig_dtyp
     return _mm512_maskz_loadu_ps(k, (const float *)W + i);
 }
 
-IG_TARGET_AVX512 IG_INLINE void tile_avx512(const float *x, int64_t K, const void *W, ig_dtype dt,
-                                            int64_t n, const int NR, const int MB,
-                                            const float *bias, float *y, int64_t ldy) {
-    __m512 acc[4][4];
-    for (int m = 0; m < MB; m++)
-        for (int r = 0; r < NR; r++) acc[m][r] = _mm512_setzero_ps();
+/* y[m][n] for m < MB: row n of W against MB rows of x. */
+IG_TARGET_AVX512 IG_INLINE void row_avx512(const float *x, int64_t K, const void *W, ig_dtype dt,
+                                           int64_t n, const int MB, const float *bias, float *y,
+                                           int64_t ldy) {
+    __m512 acc[GEMV_MB_AVX512][2];
+    IG_UNROLL(8)
+    for (int m = 0; m < MB; m++) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
     const size_t base = (size_t)n * (size_t)K;
     int64_t k = 0;
-    for (; k + 16 <= K; k += 16) {
-        __m512 wv[4];
-        for (int r = 0; r < NR; r++) wv[r] = w16_load(W, base + (size_t)r * K + k, dt);
+    for (; k + 32 <= K; k += 32) {
+        __m512 w0 = w16_load(W, base + k, dt), w1 = w16_load(W, base + k + 16, dt);
+        IG_UNROLL(8)
         for (int m = 0; m < MB; m++) {
-            __m512 xv = _mm512_loadu_ps(x + m * K + k);
-            for (int r = 0; r < NR; r++) acc[m][r] = _mm512_fmadd_ps(wv[r], xv, acc[m][r]);
+            acc[m][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + m * K + k), acc[m][0]);
+            acc[m][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + m * K + k + 16), acc[m][1]);
         }
     }
-    if (k < K) {
-        __mmask16 km = (__mmask16)((1u << (K - k)) - 1u);
-        __m512 wv[4];
-        for (int r = 0; r < NR; r++) wv[r] = w16_load_mask(W, base + (size_t)r * K + k, dt, km);
-        for (int m = 0; m < MB; m++) {
-            __m512 xv = _mm512_maskz_loadu_ps(km, x + m * K + k);
-            for (int r = 0; r < NR; r++) acc[m][r] = _mm512_fmadd_ps(wv[r], xv, acc[m][r]);
-        }
+    for (; k < K; k += 16) {
+        __mmask16 km = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1u);
+        __m512 w0 = w16_load_mask(W, base + k, dt, km);
+        IG_UNROLL(8)
+        for (int m = 0; m < MB; m++)
+            acc[m][0] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(km, x + m * K + k), acc[m][0]);
     }
+    float b = bias ? bias[n] : 0.0f;
+    IG_UNROLL(8)
     for (int m = 0; m < MB; m++)
-        for (int r = 0; r < NR; r++)
-            y[m * ldy + n + r] = _mm512_reduce_add_ps(acc[m][r]) + (bias ? bias[n + r] : 0.0f);
+        y[m * ldy + n] = _mm512_reduce_add_ps(_mm512_add_ps(acc[m][0], acc[m][1])) + b;
 }
 
 IG_TARGET_AVX512 IG_INLINE void gemv_rows_avx512(const float *x, int64_t M, int64_t K,
                                                  const void *W, ig_dtype dt, int64_t n0, int64_t n1,
                                                  const float *bias, float *y, int64_t ldy) {
-    int64_t n = n0;
-    for (; n + 4 <= n1; n += 4) {
+    for (int64_t n = n0; n < n1; n++) {
         int64_t m = 0;
-        for (; m + 4 <= M; m += 4)
-            tile_avx512(x + m * K, K, W, dt, n, 4, 4, bias, y + m * ldy, ldy);
+        for (; m + 8 <= M; m += 8) row_avx512(x + m * K, K, W, dt, n, 8, bias, y + m * ldy, ldy);
+        const float *xm = x + m * K;
+        float *ym = y + m * ldy;
         switch (M - m) {
+        case 7:
+            row_avx512(xm, K, W, dt, n, 7, bias, ym, ldy);
+            break;
+        case 6:
+            row_avx512(xm, K, W, dt, n, 6, bias, ym, ldy);
+            break;
+        case 5:
+            row_avx512(xm, K, W, dt, n, 5, bias, ym, ldy);
+            break;
+        case 4:
+            row_avx512(xm, K, W, dt, n, 4, bias, ym, ldy);
+            break;
         case 3:
-            tile_avx512(x + m * K, K, W, dt, n, 4, 3, bias, y + m * ldy, ldy);
+            row_avx512(xm, K, W, dt, n, 3, bias, ym, ldy);
             break;
         case 2:
-            tile_avx512(x + m * K, K, W, dt, n, 4, 2, bias, y + m * ldy, ldy);
+            row_avx512(xm, K, W, dt, n, 2, bias, ym, ldy);
             break;
         case 1:
-            tile_avx512(x + m * K, K, W, dt, n, 4, 1, bias, y + m * ldy, ldy);
+            row_avx512(xm, K, W, dt, n, 1, bias, ym, ldy);
             break;
         default:
             break;
         }
     }
-    for (; n < n1; n++)
-        for (int64_t m = 0; m < M; m++)
-            tile_avx512(x + m * K, K, W, dt, n, 1, 1, bias, y + m * ldy, ldy);
 }
 
 IG_TARGET_AVX512 static void gemv_rows_avx512_f32(const float *x, int64_t M, int64_t K,
@@ -183,7 +198,7 @@ IG_TARGET_AVX512 static void gemv_rows_avx512_bf16(const float *x, int64_t M, in
     gemv_rows_avx512(x, M, K, W, IG_DTYPE_BF16, n0, n1, bias, y, ldy);
 }
 
-/* ---- AVX2: 8 lanes, NR = 4, MB <= 2 (8 accumulators + 4 weights + x of 16 registers) -------- */
+/* ---- AVX2: 8 lanes, MB <= 4 (8 accumulators, 2 weights, 1 x of 16 registers) ---------------- */
 
 IG_TARGET_AVX2 IG_INLINE __m256 w8_load(const void *W, size_t i, ig_dtype dt) {
     if (dt == IG_DTYPE_F16)
@@ -203,43 +218,60 @@ IG_TARGET_AVX2 IG_INLINE float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-IG_TARGET_AVX2 IG_INLINE void tile_avx2(const float *x, int64_t K, const void *W, ig_dtype dt,
-                                        int64_t n, const int NR, const int MB, const float *bias,
-                                        float *y, int64_t ldy) {
-    __m256 acc[2][4];
-    for (int m = 0; m < MB; m++)
-        for (int r = 0; r < NR; r++) acc[m][r] = _mm256_setzero_ps();
+IG_TARGET_AVX2 IG_INLINE void row_avx2(const float *x, int64_t K, const void *W, ig_dtype dt,
+                                       int64_t n, const int MB, const float *bias, float *y,
+                                       int64_t ldy) {
+    __m256 acc[GEMV_MB_AVX2][2];
+    IG_UNROLL(4)
+    for (int m = 0; m < MB; m++) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
     const size_t base = (size_t)n * (size_t)K;
     int64_t k = 0;
-    for (; k + 8 <= K; k += 8) {
-        __m256 wv[4];
-        for (int r = 0; r < NR; r++) wv[r] = w8_load(W, base + (size_t)r * K + k, dt);
+    for (; k + 16 <= K; k += 16) {
+        __m256 w0 = w8_load(W, base + k, dt), w1 = w8_load(W, base + k + 8, dt);
+        IG_UNROLL(4)
         for (int m = 0; m < MB; m++) {
-            __m256 xv = _mm256_loadu_ps(x + m * K + k);
-            for (int r = 0; r < NR; r++) acc[m][r] = _mm256_fmadd_ps(wv[r], xv, acc[m][r]);
+            acc[m][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + m * K + k), acc[m][0]);
+            acc[m][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + m * K + k + 8), acc[m][1]);
         }
     }
-    for (int m = 0; m < MB; m++)
-        for (int r = 0; r < NR; r++) {
-            float s = hsum8(acc[m][r]);
-            for (int64_t kk = k; kk < K; kk++)
-                s += ig_load_f32(dt, W, base + (size_t)r * K + kk) * x[m * K + kk];
-            y[m * ldy + n + r] = s + (bias ? bias[n + r] : 0.0f);
-        }
+    if (k + 8 <= K) {
+        __m256 w0 = w8_load(W, base + k, dt);
+        IG_UNROLL(4)
+        for (int m = 0; m < MB; m++)
+            acc[m][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + m * K + k), acc[m][0]);
+        k += 8;
+    }
+    float b = bias ? bias[n] : 0.0f;
+    IG_UNROLL(4)
+    for (int m = 0; m < MB; m++) {
+        float s = hsum8(_mm256_add_ps(acc[m][0], acc[m][1]));
+        for (int64_t kk = k; kk < K; kk++) s += ig_load_f32(dt, W, base + kk) * x[m * K + kk];
+        y[m * ldy + n] = s + b;
+    }
 }
 
 IG_TARGET_AVX2 IG_INLINE void gemv_rows_avx2(const float *x, int64_t M, int64_t K, const void *W,
                                              ig_dtype dt, int64_t n0, int64_t n1, const float *bias,
                                              float *y, int64_t ldy) {
-    int64_t n = n0;
-    for (; n + 4 <= n1; n += 4) {
+    for (int64_t n = n0; n < n1; n++) {
         int64_t m = 0;
-        for (; m + 2 <= M; m += 2) tile_avx2(x + m * K, K, W, dt, n, 4, 2, bias, y + m * ldy, ldy);
-        if (m < M) tile_avx2(x + m * K, K, W, dt, n, 4, 1, bias, y + m * ldy, ldy);
+        for (; m + 4 <= M; m += 4) row_avx2(x + m * K, K, W, dt, n, 4, bias, y + m * ldy, ldy);
+        const float *xm = x + m * K;
+        float *ym = y + m * ldy;
+        switch (M - m) {
+        case 3:
+            row_avx2(xm, K, W, dt, n, 3, bias, ym, ldy);
+            break;
+        case 2:
+            row_avx2(xm, K, W, dt, n, 2, bias, ym, ldy);
+            break;
+        case 1:
+            row_avx2(xm, K, W, dt, n, 1, bias, ym, ldy);
+            break;
+        default:
+            break;
+        }
     }
-    for (; n < n1; n++)
-        for (int64_t m = 0; m < M; m++)
-            tile_avx2(x + m * K, K, W, dt, n, 1, 1, bias, y + m * ldy, ldy);
 }
 
 IG_TARGET_AVX2 static void gemv_rows_avx2_f32(const float *x, int64_t M, int64_t K, const void *W,

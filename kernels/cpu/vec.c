@@ -307,11 +307,17 @@ IG_TARGET_AVX2 static void widen_avx2(const void *src, ig_dtype type, int64_t n,
     }
 }
 
-/* Four rows at a time share each load of q; the d loop runs over whole vectors, then a tail. */
+/* Four rows at a time share each load of q; their four sums come out of one hadd tree. */
+IG_TARGET_AVX2 IG_INLINE __m128 hsum4x256(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
 IG_TARGET_AVX2 static void dot_rows_avx2(const float *q, const float *rows, int64_t n_rows,
                                          int64_t hd, float scale, float *out) {
     int64_t j = 0;
     int64_t hv = hd & ~(int64_t)7;
+    __m128 sv = _mm_set1_ps(scale);
     for (; j + 4 <= n_rows; j += 4) {
         const float *r0 = rows + j * hd, *r1 = r0 + hd, *r2 = r1 + hd, *r3 = r2 + hd;
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -323,17 +329,18 @@ IG_TARGET_AVX2 static void dot_rows_avx2(const float *q, const float *rows, int6
             a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r2 + d), a2);
             a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r3 + d), a3);
         }
-        float s0 = hsum256(a0), s1 = hsum256(a1), s2 = hsum256(a2), s3 = hsum256(a3);
-        for (int64_t d = hv; d < hd; d++) {
-            s0 += q[d] * r0[d];
-            s1 += q[d] * r1[d];
-            s2 += q[d] * r2[d];
-            s3 += q[d] * r3[d];
+        __m128 s4 = hsum4x256(a0, a1, a2, a3);
+        if (hv < hd) {
+            float t[4] = {0, 0, 0, 0};
+            for (int64_t d = hv; d < hd; d++) {
+                t[0] += q[d] * r0[d];
+                t[1] += q[d] * r1[d];
+                t[2] += q[d] * r2[d];
+                t[3] += q[d] * r3[d];
+            }
+            s4 = _mm_add_ps(s4, _mm_loadu_ps(t));
         }
-        out[j] = scale * s0;
-        out[j + 1] = scale * s1;
-        out[j + 2] = scale * s2;
-        out[j + 3] = scale * s3;
+        _mm_storeu_ps(out + j, _mm_mul_ps(s4, sv));
     }
     for (; j < n_rows; j++) {
         const float *r0 = rows + j * hd;
@@ -346,14 +353,28 @@ IG_TARGET_AVX2 static void dot_rows_avx2(const float *q, const float *rows, int6
     }
 }
 
-/* out = sum_j p[j] rows[j], 32 columns at a time held in four registers across all rows. */
+/* out = sum_j p[j] rows[j], 32 columns at a time held in registers across all rows; two rows per
+ * step into two sets of accumulators, so that the FMA latency is hidden. */
 IG_TARGET_AVX2 static void wsum_rows_avx2(const float *p, const float *rows, int64_t n_rows,
                                           int64_t hd, float *out) {
     int64_t d = 0;
     for (; d + 32 <= hd; d += 32) {
-        __m256 o0 = _mm256_setzero_ps(), o1 = _mm256_setzero_ps();
-        __m256 o2 = _mm256_setzero_ps(), o3 = _mm256_setzero_ps();
-        for (int64_t j = 0; j < n_rows; j++) {
+        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+        __m256 e0 = o0, e1 = o0, e2 = o0, e3 = o0;
+        int64_t j = 0;
+        for (; j + 2 <= n_rows; j += 2) {
+            const float *r = rows + j * hd + d, *s = r + hd;
+            __m256 pj = _mm256_set1_ps(p[j]), pk = _mm256_set1_ps(p[j + 1]);
+            o0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r), o0);
+            o1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 8), o1);
+            o2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 16), o2);
+            o3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 24), o3);
+            e0 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(s), e0);
+            e1 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(s + 8), e1);
+            e2 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(s + 16), e2);
+            e3 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(s + 24), e3);
+        }
+        if (j < n_rows) {
             const float *r = rows + j * hd + d;
             __m256 pj = _mm256_set1_ps(p[j]);
             o0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r), o0);
@@ -361,10 +382,10 @@ IG_TARGET_AVX2 static void wsum_rows_avx2(const float *p, const float *rows, int
             o2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 16), o2);
             o3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 24), o3);
         }
-        _mm256_storeu_ps(out + d, o0);
-        _mm256_storeu_ps(out + d + 8, o1);
-        _mm256_storeu_ps(out + d + 16, o2);
-        _mm256_storeu_ps(out + d + 24, o3);
+        _mm256_storeu_ps(out + d, _mm256_add_ps(o0, e0));
+        _mm256_storeu_ps(out + d + 8, _mm256_add_ps(o1, e1));
+        _mm256_storeu_ps(out + d + 16, _mm256_add_ps(o2, e2));
+        _mm256_storeu_ps(out + d + 24, _mm256_add_ps(o3, e3));
     }
     for (; d + 8 <= hd; d += 8) {
         __m256 o0 = _mm256_setzero_ps();
@@ -525,25 +546,49 @@ IG_TARGET_AVX512 static void widen_avx512(const void *src, ig_dtype type, int64_
     }
 }
 
+/* The four sums of a0..a3 as one vector: two rounds of 128-bit block shuffles, then in-lane adds.
+ */
+IG_TARGET_AVX512 IG_INLINE __m128 hsum4x512(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    __m512 t0 =
+        _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xee));
+    __m512 t1 =
+        _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xee));
+    /* u: 128-bit block b holds 4 partial sums of row b */
+    __m512 u =
+        _mm512_add_ps(_mm512_shuffle_f32x4(t0, t1, 0x88), _mm512_shuffle_f32x4(t0, t1, 0xdd));
+    /* 4x4 transpose-and-add inside the 512 bits: hadd within 256-bit halves, then fold */
+    __m256 lo = _mm512_castps512_ps256(u), hi = _mm512_extractf32x8_ps(u, 1);
+    __m256 h = _mm256_hadd_ps(lo, hi); /* (r0 r0 r2 r2 | r1 r1 r3 r3) pairs */
+    h = _mm256_hadd_ps(h, h);          /* (r0 r2 r0 r2 | r1 r3 r1 r3) */
+    __m128 a = _mm256_castps256_ps128(h), b = _mm256_extractf128_ps(h, 1);
+    return _mm_unpacklo_ps(a, b); /* (r0 r1 r2 r3) */
+}
+
 IG_TARGET_AVX512 static void dot_rows_avx512(const float *q, const float *rows, int64_t n_rows,
                                              int64_t hd, float scale, float *out) {
     int64_t j = 0;
+    int64_t hv = hd & ~(int64_t)15;
+    __mmask16 kt = tail_mask16(hd - hv);
+    __m128 sv = _mm_set1_ps(scale);
     for (; j + 4 <= n_rows; j += 4) {
         const float *r0 = rows + j * hd, *r1 = r0 + hd, *r2 = r1 + hd, *r3 = r2 + hd;
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
         __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-        for (int64_t d = 0; d < hd; d += 16) {
-            __mmask16 k = tail_mask16(hd - d);
-            __m512 qv = _mm512_maskz_loadu_ps(k, q + d);
-            a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(k, r0 + d), a0);
-            a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(k, r1 + d), a1);
-            a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(k, r2 + d), a2);
-            a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(k, r3 + d), a3);
+        for (int64_t d = 0; d < hv; d += 16) {
+            __m512 qv = _mm512_loadu_ps(q + d);
+            a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(r0 + d), a0);
+            a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(r1 + d), a1);
+            a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(r2 + d), a2);
+            a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(r3 + d), a3);
         }
-        out[j] = scale * _mm512_reduce_add_ps(a0);
-        out[j + 1] = scale * _mm512_reduce_add_ps(a1);
-        out[j + 2] = scale * _mm512_reduce_add_ps(a2);
-        out[j + 3] = scale * _mm512_reduce_add_ps(a3);
+        if (hv < hd) {
+            __m512 qv = _mm512_maskz_loadu_ps(kt, q + hv);
+            a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(kt, r0 + hv), a0);
+            a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(kt, r1 + hv), a1);
+            a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(kt, r2 + hv), a2);
+            a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(kt, r3 + hv), a3);
+        }
+        _mm_storeu_ps(out + j, _mm_mul_ps(hsum4x512(a0, a1, a2, a3), sv));
     }
     for (; j < n_rows; j++) {
         const float *r0 = rows + j * hd;
@@ -557,13 +602,28 @@ IG_TARGET_AVX512 static void dot_rows_avx512(const float *q, const float *rows, 
     }
 }
 
+/* out = sum_j p[j] rows[j]: 64 columns in registers, two rows per step into two accumulator sets.
+ */
 IG_TARGET_AVX512 static void wsum_rows_avx512(const float *p, const float *rows, int64_t n_rows,
                                               int64_t hd, float *out) {
     int64_t d = 0;
     for (; d + 64 <= hd; d += 64) {
-        __m512 o0 = _mm512_setzero_ps(), o1 = _mm512_setzero_ps();
-        __m512 o2 = _mm512_setzero_ps(), o3 = _mm512_setzero_ps();
-        for (int64_t j = 0; j < n_rows; j++) {
+        __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+        __m512 e0 = o0, e1 = o0, e2 = o0, e3 = o0;
+        int64_t j = 0;
+        for (; j + 2 <= n_rows; j += 2) {
+            const float *r = rows + j * hd + d, *s = r + hd;
+            __m512 pj = _mm512_set1_ps(p[j]), pk = _mm512_set1_ps(p[j + 1]);
+            o0 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r), o0);
+            o1 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 16), o1);
+            o2 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 32), o2);
+            o3 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 48), o3);
+            e0 = _mm512_fmadd_ps(pk, _mm512_loadu_ps(s), e0);
+            e1 = _mm512_fmadd_ps(pk, _mm512_loadu_ps(s + 16), e1);
+            e2 = _mm512_fmadd_ps(pk, _mm512_loadu_ps(s + 32), e2);
+            e3 = _mm512_fmadd_ps(pk, _mm512_loadu_ps(s + 48), e3);
+        }
+        if (j < n_rows) {
             const float *r = rows + j * hd + d;
             __m512 pj = _mm512_set1_ps(p[j]);
             o0 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r), o0);
@@ -571,18 +631,25 @@ IG_TARGET_AVX512 static void wsum_rows_avx512(const float *p, const float *rows,
             o2 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 32), o2);
             o3 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 48), o3);
         }
-        _mm512_storeu_ps(out + d, o0);
-        _mm512_storeu_ps(out + d + 16, o1);
-        _mm512_storeu_ps(out + d + 32, o2);
-        _mm512_storeu_ps(out + d + 48, o3);
+        _mm512_storeu_ps(out + d, _mm512_add_ps(o0, e0));
+        _mm512_storeu_ps(out + d + 16, _mm512_add_ps(o1, e1));
+        _mm512_storeu_ps(out + d + 32, _mm512_add_ps(o2, e2));
+        _mm512_storeu_ps(out + d + 48, _mm512_add_ps(o3, e3));
     }
     for (; d < hd; d += 16) {
         __mmask16 k = tail_mask16(hd - d);
-        __m512 o0 = _mm512_setzero_ps();
-        for (int64_t j = 0; j < n_rows; j++)
+        __m512 o0 = _mm512_setzero_ps(), e0 = o0;
+        int64_t j = 0;
+        for (; j + 2 <= n_rows; j += 2) {
             o0 = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(k, rows + j * hd + d),
                                  o0);
-        _mm512_mask_storeu_ps(out + d, k, o0);
+            e0 = _mm512_fmadd_ps(_mm512_set1_ps(p[j + 1]),
+                                 _mm512_maskz_loadu_ps(k, rows + (j + 1) * hd + d), e0);
+        }
+        if (j < n_rows)
+            o0 = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(k, rows + j * hd + d),
+                                 o0);
+        _mm512_mask_storeu_ps(out + d, k, _mm512_add_ps(o0, e0));
     }
 }
 
