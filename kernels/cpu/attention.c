@@ -72,8 +72,7 @@ static int attn_threads(int64_t tasks, int64_t flops_per_task, size_t fit) {
     return nt < 1 ? 1 : nt;
 }
 
-/* ---- decode: few queries, keys in chunks, the heads of a KV group together ----------------------
- */
+/* ---- decode: few queries, keys in chunks, the heads of a KV group together ------------------- */
 
 /* A decode problem: segments (query i, KV group g), each a run of L rows of K and V (row stride
  * hd) split into chunks of ATTN_CHUNK rows. Causal attention and the gathered-rows variant differ

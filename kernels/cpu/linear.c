@@ -1,7 +1,8 @@
 /* y = x W^T (+ bias): the matrix product behind every projection. Small M (decode) streams the
  * weights once through a SIMD GEMV that widens f16/bf16 on the fly and splits N over OpenMP
- * threads; large M (prefill) hands f32 weights to sgemm, widening narrow ones tile by tile into a
- * grow-once per-thread scratch. The GEMV is the batch-1 decode hot path: keep it a pure stream. */
+ * threads; large M (prefill) splits N over OpenMP threads too, each calling a one-thread sgemm on
+ * f32 weights or on tiles of narrow weights widened into its slice of a grow-once scratch owned by
+ * the calling thread. The GEMV is the batch-1 decode hot path: keep it a pure stream. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,15 +24,16 @@
 #define LINEAR_ROW_ALIGN 16
 /* Bytes of weights below which a GEMV runs on one thread (fork/join costs a few microseconds). */
 #define LINEAR_MIN_BYTES_PER_THREAD (96 * 1024)
-/* Widened weight tile for the sgemm path: about this many floats. */
-#define LINEAR_TILE_FLOATS (512 * 1024)
+/* Widened weight tile per thread for the sgemm path: about this many floats (1 MiB). */
+#define LINEAR_TILE_FLOATS (256 * 1024)
+/* Output columns below which a thread is not worth its own sgemm call. */
+#define LINEAR_MIN_COLS_PER_THREAD 64
 
 /* Computes y[m][n] for m < M and n in [n0, n1): rows n of W, all rows of x. */
 typedef void (*gemv_rows_fn)(const float *x, int64_t M, int64_t K, const void *W, int64_t n0,
                              int64_t n1, const float *bias, float *y, int64_t ldy);
 
-/* ---- scalar: widen a chunk of each weight row, then dot ----------------------------------------
- */
+/* ---- scalar: widen a chunk of each weight row, then dot -------------------------------------- */
 
 #define SCALAR_CHUNK 256
 
@@ -309,6 +311,10 @@ static gemv_rows_fn pick_gemv(ig_simd_level level, ig_dtype dt) {
     return k_scalar[t];
 }
 
+static int64_t cdiv64(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
 /* Thread t's share of n rows among nt threads, in whole blocks of LINEAR_ROW_ALIGN rows. */
 static void split_rows(int64_t n, int t, int nt, int64_t *n0, int64_t *n1) {
     int64_t blocks = (n + LINEAR_ROW_ALIGN - 1) / LINEAR_ROW_ALIGN;
@@ -336,8 +342,7 @@ static void linear_gemv(const float *x, int64_t M, int64_t K, const void *W, ig_
     }
 }
 
-/* ---- large M: sgemm ----------------------------------------------------------------------------
- */
+/* ---- large M: sgemm -------------------------------------------------------------------------- */
 
 static _Thread_local float *t_scratch;
 static _Thread_local size_t t_scratch_floats;
@@ -360,13 +365,52 @@ static void fill_bias(float *y, int64_t M, int64_t ldy, const float *bias, int64
     for (int64_t m = 0; m < M; m++) memcpy(y + m * ldy, bias, (size_t)n * sizeof(float));
 }
 
-static void widen_rows(const ig_vec_ops *v, const void *W, ig_dtype dt, int64_t K, int64_t n0,
-                       int64_t nb, float *dst) {
-    size_t es = ig_dtype_size(dt);
-    const char *src = (const char *)W + (size_t)n0 * (size_t)K * es;
-    int nt = ig_cpu_threads_for(nb * K, 64 * 1024);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < nb; r++) v->widen(src + (size_t)r * K * es, dt, K, dst + r * K);
+/* Large M: each OpenMP thread takes a contiguous share of the N outputs, widens its weight rows
+ * tile by tile into its slice of the scratch (narrow weights only) and calls sgemm on them with
+ * OpenBLAS held to one thread. One thread pool at a time: OpenBLAS's own threads would compete for
+ * the cores with OpenMP threads still spinning after the previous kernel. */
+static void linear_sgemm(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype,
+                         int64_t N, const float *bias, float *y) {
+    int nt = ig_cpu_threads_for(N, LINEAR_MIN_COLS_PER_THREAD);
+    int64_t nb_max = LINEAR_TILE_FLOATS / K;
+    nb_max = nb_max < 16 ? 16 : nb_max & ~(int64_t)15;
+    int64_t share = cdiv64(cdiv64(N, nt), LINEAR_ROW_ALIGN) * LINEAR_ROW_ALIGN;
+    if (nb_max > share) nb_max = share;
+    float *scratch = NULL;
+    if (wtype != IG_DTYPE_F32) {
+        scratch = scratch_get((size_t)nt * (size_t)nb_max * (size_t)K);
+        if (!scratch) { /* out of memory for the tiles: the GEMV path needs none */
+            linear_gemv(x, M, K, W, wtype, N, bias, y);
+            return;
+        }
+    }
+    const ig_vec_ops *v = ig_cpu_vec();
+    size_t es = ig_dtype_size(wtype);
+    float beta = bias ? 1.0f : 0.0f;
+    int blas_prev = nt > 1 ? ig_cpu_blas_threads_single() : 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = omp_get_thread_num();
+        int64_t n0, n1;
+        split_rows(N, t, omp_get_num_threads(), &n0, &n1);
+        float *tile = scratch ? scratch + (size_t)t * (size_t)nb_max * (size_t)K : NULL;
+        for (int64_t c0 = n0; c0 < n1; c0 += nb_max) {
+            int64_t nb = n1 - c0 < nb_max ? n1 - c0 : nb_max;
+            const float *w;
+            if (wtype == IG_DTYPE_F32) {
+                w = (const float *)W + (size_t)c0 * (size_t)K;
+            } else {
+                const char *src = (const char *)W + (size_t)c0 * (size_t)K * es;
+                for (int64_t r = 0; r < nb; r++)
+                    v->widen(src + (size_t)r * (size_t)K * es, wtype, K, tile + r * K);
+                w = tile;
+            }
+            if (bias) fill_bias(y + c0, M, N, bias + c0, nb);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nb, (int)K, 1.0f, x,
+                        (int)K, w, (int)K, beta, y + c0, (int)N);
+        }
+    }
+    if (nt > 1) ig_cpu_blas_threads_restore(blas_prev);
 }
 
 void ig_cpu_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype, int64_t N,
@@ -383,27 +427,5 @@ void ig_cpu_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype
         linear_gemv(x, M, K, W, wtype, N, bias, y);
         return;
     }
-    float beta = bias ? 1.0f : 0.0f;
-    if (wtype == IG_DTYPE_F32) {
-        if (bias) fill_bias(y, M, N, bias, N);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x,
-                    (int)K, W, (int)K, beta, y, (int)N);
-        return;
-    }
-    int64_t nb_max = LINEAR_TILE_FLOATS / K;
-    nb_max = nb_max < 16 ? 16 : nb_max & ~(int64_t)15;
-    if (nb_max > N) nb_max = N;
-    float *tile = scratch_get((size_t)nb_max * (size_t)K);
-    if (!tile) { /* out of memory for the tile: the GEMV path needs none */
-        linear_gemv(x, M, K, W, wtype, N, bias, y);
-        return;
-    }
-    const ig_vec_ops *v = ig_cpu_vec();
-    for (int64_t n0 = 0; n0 < N; n0 += nb_max) {
-        int64_t nb = N - n0 < nb_max ? N - n0 : nb_max;
-        widen_rows(v, W, wtype, K, n0, nb, tile);
-        if (bias) fill_bias(y + n0, M, N, bias + n0, nb);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nb, (int)K, 1.0f, x,
-                    (int)K, tile, (int)K, beta, y + n0, (int)N);
-    }
+    linear_sgemm(x, M, K, W, wtype, N, bias, y);
 }
