@@ -22,6 +22,7 @@ struct ig_engine {
     float *x, *h, *q, *k, *v, *att, *f1, *f2, *hidden;
     int32_t *ids, *pos;
     float *attn_ws;
+    size_t attn_ws_floats;
     float *rope_cos, *rope_sin;
     /* the last forward's layout */
     int64_t n_rows;
@@ -98,7 +99,9 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
     e->f2 = alloc_f(T * f, err);
     e->ids = ig_calloc(T, sizeof(int32_t), err);
     e->pos = ig_calloc(T, sizeof(int32_t), err);
-    e->attn_ws = alloc_f(ig_cpu_attention_ws_floats(o.max_batch_tokens, o.max_ctx), err);
+    e->attn_ws_floats = ig_cpu_attention_ws_floats(o.max_batch_tokens, o.max_ctx, c->n_head,
+                                                   c->head_dim, ig_cpu_get_threads());
+    e->attn_ws = alloc_f(e->attn_ws_floats, err);
     if (!e->x || !e->h || !e->hidden || !e->q || !e->k || !e->v || !e->att || !e->f1 || !e->f2 ||
         !e->ids || !e->pos || !e->attn_ws) {
         rc = IG_ERR_NOMEM;
@@ -237,7 +240,7 @@ static void attention(ig_engine *e, int layer) {
         size_t r0 = (size_t)e->row0[s];
         ig_cpu_attention(e->q + r0 * qd, q->n_tokens, e->p0[s], kc, vc, e->opts.max_ctx,
                          c->n_head, c->n_kv_head, c->head_dim, scale, e->attn_ws,
-                         e->att + r0 * qd);
+                         e->attn_ws_floats, e->att + r0 * qd);
     }
     e->stats.attention_s += ig_time_s() - t0;
 }

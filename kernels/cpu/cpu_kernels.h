@@ -1,7 +1,7 @@
 /* CPU compute kernels. Activations are f32; matrix weights may be stored f32, f16 or bf16 and are
- * computed in f32. Each fast kernel has a plain reference in cpu_ref.c (ig_ref_*) that tests compare
- * against. SIMD paths (AVX-512, AVX2+F16C, scalar) are chosen at run time. Kernels never allocate
- * on the hot path except where stated (grow-once scratch). Threads: OpenMP + OpenBLAS. */
+ * computed in f32. Each fast kernel has a plain reference in cpu_ref.c (ig_ref_*) that tests
+ * compare against. SIMD paths (AVX-512, AVX2+F16C, scalar) are chosen at run time. Kernels never
+ * allocate on the hot path except where stated (grow-once scratch). Threads: OpenMP + OpenBLAS. */
 #ifndef IG_CPU_KERNELS_H
 #define IG_CPU_KERNELS_H
 
@@ -16,6 +16,13 @@ int ig_cpu_get_threads(void);
 /* The SIMD level picked at run time: "avx512", "avx2", or "scalar" (IG_SIMD=scalar|avx2 forces a
  * lower level). */
 const char *ig_cpu_simd_name(void);
+/* Selects a SIMD level by name ("scalar", "avx2", "avx512"; NULL: the default, the best available).
+ * Returns 0, or -1 (level unchanged) if the name is unknown or the level is above what this machine
+ * and IG_SIMD allow. IG_SIMD is a hard cap, so a test run under IG_SIMD=avx2 behaves as on an
+ * AVX2-only machine. For tests and benchmarks; not meant to be switched while kernels run. */
+int ig_cpu_set_simd(const char *level);
+/* Frees the calling thread's grow-once scratch (used by ig_cpu_linear for large M). Optional. */
+void ig_cpu_release_scratch(void);
 
 /* y[M,N] = x[M,K] * W[N,K]^T (+ bias[N] if not NULL). W row n holds output n (the Hugging Face /
  * GGUF layout). wtype: f32, f16 or bf16. Narrow weights use a SIMD GEMV for small M and are widened
@@ -43,7 +50,7 @@ void ig_cpu_rope(float *x, int64_t n_tok, int n_heads, int head_dim, int rot_dim
 
 void ig_cpu_silu_mul(const float *gate, const float *up, int64_t n, float *out); /* silu(g)*u */
 void ig_cpu_relu(float *x, int64_t n);
-void ig_cpu_gelu(float *x, int64_t n); /* exact (erf) GELU */
+void ig_cpu_gelu(float *x, int64_t n);                /* exact (erf) GELU */
 void ig_cpu_add(float *y, const float *x, int64_t n); /* y += x */
 void ig_cpu_scale(float *x, float s, int64_t n);
 void ig_cpu_softmax(float *x, int64_t n); /* in place, max-subtracted */
@@ -52,23 +59,38 @@ double ig_cpu_log_prob(const float *logits, int64_t n, int32_t target);
 
 /* Causal attention of n_q new query tokens of one sequence at absolute positions p0 .. p0+n_q-1.
  *   q:   [n_q][n_head][hd]
- *   k,v: [n_kv_head][stride_tokens][hd]; rows 0 .. p0+n_q-1 hold the keys/values (new ones included)
+ *   k,v: [n_kv_head][stride_tokens][hd]; rows 0 .. p0+n_q-1 hold the keys/values (new included)
  *   out: [n_q][n_head][hd]
  * Query head h uses KV head h / (n_head / n_kv_head) (grouped-query attention). Query i attends to
- * positions 0 .. p0+i. scores = scale * q.k, softmax in f32. ws: workspace of
- * ig_cpu_attention_ws_floats(n_q, p0 + n_q) floats. */
-size_t ig_cpu_attention_ws_floats(int64_t n_q, int64_t n_ctx);
+ * positions 0 .. p0+i. scores = scale * q.k, softmax in f32.
+ *
+ * Workspace: ws holds ws_floats floats, at least ig_cpu_attention_ws_floats(n_q, n_ctx, n_head, hd,
+ * n_threads) with n_ctx >= p0 + n_q (n_threads <= 0: ig_cpu_get_threads()). A workspace sized for
+ * the largest batch and context serves every smaller call. Each thread works in its own slice, so
+ * the size grows with the thread count; a call uses only as many threads as ws_floats holds slices
+ * for (never more than ig_cpu_get_threads()): a workspace sized for fewer threads is slower, never
+ * overrun. Formula, with C = 256 (keys per decode chunk), nq = min(n_q, 8):
+ *   decode (n_q <= 8): nq * ceil(n_ctx / C) * n_head * (hd + 2)  partial results
+ *                      + n_threads * round_up(min(n_ctx, C), 16)  scores per thread
+ *   prefill (n_q > 8): n_threads * min(n_q, 32) * round_up(n_ctx, 16)  (query blocks of 32)
+ *   ws_floats = the decode term, or the larger of both terms when n_q > 8
+ * so it stays bounded by about 32 * n_ctx floats per thread whatever n_q is (n_ctx 8192: 1 MiB
+ * per thread). */
+size_t ig_cpu_attention_ws_floats(int64_t n_q, int64_t n_ctx, int n_head, int hd, int n_threads);
 void ig_cpu_attention(const float *q, int64_t n_q, int64_t p0, const float *k, const float *v,
                       int64_t stride_tokens, int n_head, int n_kv_head, int hd, float scale,
-                      float *ws, float *out);
+                      float *ws, size_t ws_floats, float *out);
 
 /* Decode attention of one query token over an explicit list of rows (a policy's working set):
  * for each KV head g, n_rows[g] rows of hd floats at k_rows[g] / v_rows[g] (row stride hd);
  * queries q [n_head][hd]; out [n_head][hd]. Optional probs_out [n_head][max_rows] receives the
- * softmax weights (for policies that accumulate attention). ws: ig_cpu_attention_ws_floats(1, max_rows). */
+ * softmax weights (for policies that accumulate attention); entries n_rows[g] .. max_rows-1 of a
+ * head's row are set to 0. A head whose group has no rows gets out = 0.
+ * ws: ws_floats >= ig_cpu_attention_ws_floats(1, max_rows, n_head, hd, n_threads) floats. */
 void ig_cpu_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows,
                            const int64_t *n_rows, int64_t max_rows, int n_head, int n_kv_head,
-                           int hd, float scale, float *ws, float *probs_out, float *out);
+                           int hd, float scale, float *ws, size_t ws_floats, float *probs_out,
+                           float *out);
 
 /* Sampling. A seeded xoshiro256** generator: same seed, same tokens, on every machine. */
 typedef struct ig_rng {
@@ -79,8 +101,11 @@ uint64_t ig_rng_next(ig_rng *rng);
 double ig_rng_uniform(ig_rng *rng); /* [0, 1) with 53 random bits */
 
 int32_t ig_sample_argmax(const float *logits, int64_t n); /* lowest index among ties */
-/* temperature <= 0: argmax. Otherwise softmax(logits / T), keep the smallest set of most likely
- * tokens whose mass reaches top_p (top_p >= 1: all), renormalise, draw. ws: n floats, idx: n ints. */
+/* temperature <= 0 or top_p <= 0: argmax. Otherwise softmax(logits / T), keep the smallest set of
+ * most likely tokens whose mass reaches top_p (top_p >= 1: all), renormalise, draw. ws: n floats,
+ * idx: n ints. "Most likely" orders by logit, descending, ties by lower index, so a tiny top_p
+ * gives the argmax. A token is kept iff the mass of the tokens ranked before it is < top_p (Hugging
+ * Face's rule: at least one token is kept). One ig_rng_uniform draw per call. */
 int32_t ig_sample(const float *logits, int64_t n, float temperature, float top_p, ig_rng *rng,
                   float *ws, int32_t *idx);
 

@@ -1,0 +1,73 @@
+/* Private to kernels/cpu: the run-time SIMD level, target attributes for per-ISA functions, thread
+ * helpers, and small vector primitives (one table per SIMD level) shared by the kernel files.
+ * Nothing outside kernels/cpu includes this; OpenMP pragmas stay in generic (untargeted) code. */
+#ifndef IG_CPU_INTERNAL_H
+#define IG_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define IG_X86           1
+#define IG_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
+#define IG_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#else
+#define IG_X86 0
+#endif
+#define IG_INLINE static inline __attribute__((always_inline))
+/* Full unrolling of a short constant loop, so that arrays of vectors indexed by it live in
+ * registers (GCC and clang both read "GCC unroll"). */
+#define IG_PRAGMA(x) _Pragma(#x)
+#define IG_UNROLL(n) IG_PRAGMA(GCC unroll n)
+
+typedef enum ig_simd_level {
+    IG_SIMD_SCALAR = 0,
+    IG_SIMD_AVX2 = 1,   /* AVX2 + FMA + F16C */
+    IG_SIMD_AVX512 = 2, /* AVX-512 F/BW/VL/DQ + FMA + F16C */
+} ig_simd_level;
+
+/* The level kernels use now (hardware, capped by IG_SIMD, possibly lowered by ig_cpu_set_simd). */
+ig_simd_level ig_cpu_simd_level(void);
+
+/* Threads for a parallel region over `work` units when one thread should get at least
+ * `min_per_thread` of them: 1 .. ig_cpu_get_threads(). */
+int ig_cpu_threads_for(int64_t work, int64_t min_per_thread);
+
+/* OpenBLAS must not start its own threads while our OpenMP threads call it: set it to one thread
+ * around such regions. Returns the previous count for ig_cpu_blas_threads_restore. */
+int ig_cpu_blas_threads_single(void);
+void ig_cpu_blas_threads_restore(int prev);
+
+/* Vector primitives on f32 (n >= 0, no alignment required). exp is within ~2 ulp of expf on the
+ * SIMD levels (expf itself on the scalar level), flushes below ~1e-45 to 0 and overflows to inf. */
+typedef struct ig_vec_ops {
+    float (*dot)(const float *a, const float *b, int64_t n);
+    void (*axpy)(float *y, float a, const float *x, int64_t n); /* y += a * x */
+    float (*max)(const float *x, int64_t n);                    /* -inf for n == 0 */
+    float (*sumsq)(const float *x, int64_t n);
+    /* x[i] = exp(x[i] - m); returns their sum (accumulated in double). */
+    float (*exp_sub_sum)(float *x, int64_t n, float m);
+    /* sum exp(x[i] - m) in double, x unchanged. */
+    double (*exp_sub_sum_f64)(const float *x, int64_t n, float m);
+    void (*scale)(float *x, float s, int64_t n);
+    void (*silu_mul)(const float *g, const float *u, int64_t n, float *out);
+    /* dst[0..n) = src as f32 (src type f32, f16 or bf16). */
+    void (*widen)(const void *src, ig_dtype type, int64_t n, float *dst);
+    /* Attention inner loops over rows of hd floats (row stride hd):
+     * out[j] = scale * q . rows[j] for j < n_rows; out[d] = sum_j p[j] * rows[j][d] for d < hd. */
+    void (*dot_rows)(const float *q, const float *rows, int64_t n_rows, int64_t hd, float scale,
+                     float *out);
+    void (*wsum_rows)(const float *p, const float *rows, int64_t n_rows, int64_t hd, float *out);
+} ig_vec_ops;
+
+const ig_vec_ops *ig_cpu_vec_ops(ig_simd_level level);
+static inline const ig_vec_ops *ig_cpu_vec(void) {
+    return ig_cpu_vec_ops(ig_cpu_simd_level());
+}
+
+/* Softmax of one row in place (max-subtracted, f32). A row of all -inf becomes all 0. */
+void ig_cpu_softmax_row(const ig_vec_ops *v, float *x, int64_t n);
+
+#endif
