@@ -2,6 +2,7 @@
  * exit status that is the number of failures (CU_get_error() reports framework errors only), or 77
  * when the program skipped itself (ctest SKIP_RETURN_CODE). */
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +50,25 @@ const char *ig_test_default_model(void) {
     return stat(buf, &st) == 0 ? buf : NULL;
 }
 
+static char g_tmpdir[4096];
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Removes this program's scratch directory (set IG_KEEP_TMP=1 to keep it for debugging). */
+static void remove_tmpdir(void) {
+    const char *keep = getenv("IG_KEEP_TMP");
+    if (g_tmpdir[0] && !(keep && *keep == '1')) nftw(g_tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *ig_test_tmpdir(void) {
-    static char buf[4096];
+    char *buf = g_tmpdir;
     if (!buf[0]) {
-        snprintf(buf, sizeof buf, "%s/igen-test-%d", IG_BINARY_DIR, (int)getpid());
+        snprintf(buf, sizeof g_tmpdir, "%s/igen-test-%d", IG_BINARY_DIR, (int)getpid());
         if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
             fprintf(stderr, "cannot create %s\n", buf);
             exit(2);
@@ -118,6 +134,7 @@ int main(int argc, char **argv) {
     unsigned failed_asserts = CU_get_number_of_failures();
     unsigned ran_asserts = CU_get_number_of_asserts();
     CU_cleanup_registry();
+    remove_tmpdir();
     if (failed_tests || failed_asserts) return (int)(failed_tests ? failed_tests : 1);
     if (g_skipped && ran_asserts == 0) {
         printf("SKIPPED: %s\n", g_skip_why);

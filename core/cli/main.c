@@ -14,6 +14,15 @@ static const struct {
     {"info", ig_cmd_info, "print a model's configuration and memory use"},
 };
 
+static const char *command_list(void) {
+    static char buf[256];
+    if (!buf[0])
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? ", " : "",
+                     commands[i].name);
+    return buf;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: igen COMMAND [OPTIONS]\n\n"
                "igen runs large language models with offloaded weights and KV cache, and compares\n"
@@ -25,7 +34,8 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        usage(stderr);
+        fprintf(stderr, "usage: igen COMMAND [OPTIONS] (commands: %s; see 'igen --help')\n",
+                command_list());
         return IG_EXIT_ERROR;
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
@@ -38,7 +48,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "igen: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "igen: unknown command '%s' (commands: %s; see 'igen --help')\n", argv[1],
+            command_list());
     return IG_EXIT_ERROR;
 }

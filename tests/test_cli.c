@@ -1,0 +1,168 @@
+/* The igen command line: --help everywhere, exit status 2 with one clear line for bad input, JSON
+ * outputs that parse, seeded sampling that repeats. Runs build/igen as a user would. */
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "tests/test_util.h"
+
+typedef struct run_out {
+    int status;
+    char out[65536];
+    char err[8192];
+} run_out;
+
+static void slurp(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "rb");
+    buf[0] = '\0';
+    if (!f) return;
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+}
+
+/* Runs `igen ARGS` (a shell fragment) and captures its exit status, stdout and stderr. */
+static void run(run_out *r, const char *args) {
+    char cmd[32768], o[4200], e[4200];
+    snprintf(o, sizeof o, "%s/stdout.txt", ig_test_tmpdir());
+    snprintf(e, sizeof e, "%s/stderr.txt", ig_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "IGEN_MODEL='%s' '%s/igen' %s >'%s' 2>'%s'",
+             ig_test_fixture("tiny_llama"), IG_BINARY_DIR, args, o, e);
+    int st = system(cmd);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    slurp(o, r->out, sizeof r->out);
+    slurp(e, r->err, sizeof r->err);
+}
+
+static const char *tmpfile_with(const char *name, const char *text) {
+    static char path[4300];
+    snprintf(path, sizeof path, "%s/%s", ig_test_tmpdir(), name);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return path;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static void expect_error(const char *args, const char *needle) {
+    run_out *r = malloc(sizeof *r);
+    run(r, args);
+    if (r->status != 2 || !strstr(r->err, needle))
+        fprintf(stderr, "\n    igen %s -> exit %d, stderr: %s\n", args, r->status, r->err);
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, needle));
+    CU_ASSERT(count_lines(r->err) <= 3); /* a clear line (plus a usage hint at most) */
+    free(r);
+}
+
+static void test_help(void) {
+    const char *cmds[] = {"--help", "generate --help", "ppl --help", "info --help"};
+    run_out *r = malloc(sizeof *r);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        run(r, cmds[i]);
+        CU_ASSERT_EQUAL(r->status, 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "usage: igen"));
+    }
+    run(r, "--version");
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "igen "));
+    free(r);
+}
+
+static void test_usage_errors(void) {
+    expect_error("bogus", "unknown command 'bogus'");
+    expect_error("", "usage");
+    expect_error("ppl", "--text FILE is required");
+    expect_error("ppl --text /nonexistent/t.txt", "/nonexistent/t.txt");
+    expect_error("generate -n abc", "-n: 'abc' is not an integer");
+    expect_error("generate --top-p 2", "--top-p: '2'");
+    expect_error("generate --temperature -1", "--temperature");
+    expect_error("info --dtype f8", "--dtype: 'f8'");
+    expect_error("info --model /nonexistent/m.gguf", "/nonexistent/m.gguf");
+    expect_error("generate --no-such-option", "generate");
+}
+
+static void test_ppl_errors(void) {
+    char args[8192];
+    snprintf(args, sizeof args, "ppl --text '%s'", tmpfile_with("empty.txt", ""));
+    expect_error(args, "empty");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 64", tmpfile_with("short.txt", "a few words"));
+    expect_error(args, "fewer than one window of 64");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 4096", tmpfile_with("t.txt", "words"));
+    expect_error(args, "exceeds the model's context length 128");
+    snprintf(args, sizeof args, "ppl --text '%s'", tmpfile_with("bad.txt", "bad \xff\xfe utf8"));
+    expect_error(args, "UTF-8");
+}
+
+static void test_ppl_json(void) {
+    char text[4096] = "";
+    for (int i = 0; i < 40; i++) strcat(text, "the cat sat on the mat and then it ran away. ");
+    char args[8192];
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --windows 3 --json --quiet",
+             tmpfile_with("cats.txt", text));
+    run_out *r = malloc(sizeof *r);
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    json_object *o = json_tokener_parse(r->out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    json_object *v;
+    CU_ASSERT(json_object_object_get_ex(o, "ppl", &v) && json_object_get_double(v) > 1.0);
+    CU_ASSERT(json_object_object_get_ex(o, "windows", &v) && json_object_get_int(v) == 3);
+    CU_ASSERT(json_object_object_get_ex(o, "tokens", &v) && json_object_get_int(v) == 3 * 31);
+    double nll = 0, ppl = 0;
+    if (json_object_object_get_ex(o, "nll_sum", &v)) nll = json_object_get_double(v);
+    if (json_object_object_get_ex(o, "ppl", &v)) ppl = json_object_get_double(v);
+    IG_ASSERT_NEAR(ppl, exp(nll / 93.0), 1e-9 * ppl);
+    json_object_put(o);
+    free(r);
+}
+
+static void test_generate(void) {
+    run_out *a = malloc(sizeof *a), *b = malloc(sizeof *b), *c = malloc(sizeof *c);
+    run(a, "generate --prompt 'the cat' --prompt 'a much longer prompt about the dog' -n 8 "
+           "--ignore-eos --temperature 0.9 --top-p 0.9 --seed 5 --json --quiet");
+    run(b, "generate --prompt 'the cat' --prompt 'a much longer prompt about the dog' -n 8 "
+           "--ignore-eos --temperature 0.9 --top-p 0.9 --seed 5 --json --quiet");
+    run(c, "generate --prompt 'the cat' -n 8 --ignore-eos --json --quiet");
+    CU_ASSERT_EQUAL(a->status, 0);
+    CU_ASSERT_EQUAL(b->status, 0);
+    CU_ASSERT_EQUAL(c->status, 0);
+    json_object *o = json_tokener_parse(a->out), *ob = json_tokener_parse(b->out);
+    json_object *seqs = NULL, *seqs_b = NULL, *ids = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ob);
+    /* same seed, same tokens (timings differ) */
+    CU_ASSERT(json_object_object_get_ex(ob, "sequences", &seqs_b));
+    CU_ASSERT(json_object_object_get_ex(o, "sequences", &seqs));
+    CU_ASSERT(seqs && seqs_b &&
+              !strcmp(json_object_to_json_string(seqs), json_object_to_json_string(seqs_b)));
+    json_object_put(ob);
+    CU_ASSERT(seqs && json_object_array_length(seqs) == 2);
+    for (size_t i = 0; seqs && i < json_object_array_length(seqs); i++) {
+        json_object *s = json_object_array_get_idx(seqs, i);
+        CU_ASSERT(json_object_object_get_ex(s, "ids", &ids) && json_object_array_length(ids) == 8);
+    }
+    json_object_put(o);
+    free(a);
+    free(b);
+    free(c);
+}
+
+void ig_test_register(void) {
+    CU_pSuite s = CU_add_suite("cli", NULL, NULL);
+    CU_add_test(s, "help", test_help);
+    CU_add_test(s, "usage_errors", test_usage_errors);
+    CU_add_test(s, "ppl_errors", test_ppl_errors);
+    CU_add_test(s, "ppl_json", test_ppl_json);
+    CU_add_test(s, "generate", test_generate);
+}

@@ -1,0 +1,101 @@
+/* The real default model, SmolLM2-135M-Instruct (Q4_1 GGUF), against transformers on weights
+ * dequantized by gguf-py: WikiText-2 perplexity (ctx 1024, first 16 windows) within 0.5%, and greedy
+ * continuations identical. References: tools/reference/ref_ppl.py and ref_generate.py. Skipped
+ * (visibly) when the model or the shared data are not installed. */
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine/engine.h"
+#include "core/engine/generate.h"
+#include "core/engine/ppl.h"
+#include "core/mapfile.h"
+#include "core/model/model.h"
+#include "tests/test_util.h"
+
+static ig_model *g_model;
+
+static int suite_init(void) {
+    const char *path = ig_test_default_model();
+    if (!path) {
+        ig_test_skip("the default model is not installed (run tools/setup.sh)");
+        return 0;
+    }
+    ig_model_load_opts o = {IG_DTYPE_F32, 1};
+    ig_error err;
+    if (ig_model_load(path, &o, &g_model, &err) != IG_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+static int suite_clean(void) {
+    ig_model_free(g_model);
+    g_model = NULL;
+    return 0;
+}
+
+static json_object *read_json(const char *path) {
+    char *text = NULL;
+    ig_error err;
+    if (ig_read_file(path, &text, NULL, &err) != IG_OK) return NULL;
+    json_object *o = json_tokener_parse(text);
+    free(text);
+    return o;
+}
+
+static double jnum(json_object *o, const char *key) {
+    json_object *v;
+    return json_object_object_get_ex(o, key, &v) ? json_object_get_double(v) : NAN;
+}
+
+static void ppl_vs_reference(const char *text_name, const char *ref_name) {
+    if (!g_model) return;
+    const char *text_path = ig_test_shared(text_name);
+    if (!text_path) {
+        ig_test_skip("the shared data (../shared/data) is not present");
+        return;
+    }
+    json_object *ref = read_json(ig_test_fixture(ref_name));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    int ctx = (int)jnum(ref, "ctx"), windows = (int)jnum(ref, "windows");
+    char *text = NULL;
+    size_t len = 0;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_read_file(text_path, &text, &len, &err), IG_OK);
+    const ig_tokenizer *tok = ig_model_tokenizer(g_model);
+    CU_ASSERT_EQUAL_FATAL(
+        ig_tokenizer_encode(tok, text, len, ig_tokenizer_adds_bos(tok), &ids, &n, &err), IG_OK);
+    CU_ASSERT_EQUAL((double)n, jnum(ref, "text_tokens"));
+    ig_engine_opts o = {4, ctx, 4 * ctx, 0};
+    ig_engine *e = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_engine_create(g_model, &o, &e, &err), IG_OK);
+    ig_ppl_opts po = {ctx, 4, windows};
+    ig_ppl_result res;
+    CU_ASSERT_EQUAL_FATAL(ig_ppl_run(e, ids, (int64_t)n, &po, NULL, NULL, &res, &err), IG_OK);
+    double want = jnum(ref, "ppl");
+    printf("\n    %s: igen ppl %.6f, transformers %.6f (%+.4f%%), %d windows of %d, %.1f s\n    ",
+           text_name, res.ppl, want, 100 * (res.ppl - want) / want, res.windows, ctx, res.seconds);
+    CU_ASSERT_EQUAL(res.windows, windows);
+    CU_ASSERT_EQUAL((double)res.tokens, jnum(ref, "tokens"));
+    CU_ASSERT(fabs(res.ppl - want) <= 0.005 * want);
+    ig_ppl_result_free(&res);
+    ig_engine_free(e);
+    free(ids);
+    free(text);
+    json_object_put(ref);
+}
+
+static void test_ppl_wikitext2(void) {
+    ppl_vs_reference("wikitext-2-raw/wiki.test.raw", "ref/smollm2_wikitext2_ctx1024_w16.json");
+}
+
+void ig_test_register(void) {
+    CU_pSuite s = CU_add_suite("smollm2", suite_init, suite_clean);
+    CU_add_test(s, "ppl_wikitext2_ctx1024", test_ppl_wikitext2);
+}
