@@ -10,7 +10,10 @@
 
 #include "core/dtype.h"
 
-/* Threads used by the kernels and by OpenBLAS (n <= 0: all cores). */
+/* Threads used by the kernels (OpenMP regions) and by OpenBLAS (n <= 0: all cores). Until set:
+ * omp_get_max_threads() (OMP_NUM_THREADS or all cores). OpenMP threads spin between regions by
+ * default; on a machine shared with busy processes a thread that loses its core stalls every
+ * region for a scheduler time slice (ms): use OMP_WAIT_POLICY=passive or fewer threads there. */
 void ig_cpu_set_threads(int n);
 int ig_cpu_get_threads(void);
 /* The SIMD level picked at run time: "avx512", "avx2", or "scalar" (IG_SIMD=scalar|avx2 forces a
@@ -25,8 +28,9 @@ int ig_cpu_set_simd(const char *level);
 void ig_cpu_release_scratch(void);
 
 /* y[M,N] = x[M,K] * W[N,K]^T (+ bias[N] if not NULL). W row n holds output n (the Hugging Face /
- * GGUF layout). wtype: f32, f16 or bf16. Narrow weights use a SIMD GEMV for small M and are widened
- * tile by tile into a grow-once scratch buffer for sgemm for large M. */
+ * GGUF layout). wtype: f32, f16 or bf16. M <= 16: a SIMD GEMV streaming W once (narrow weights
+ * widened in registers); larger M: sgemm, narrow weights widened tile by tile into a grow-once
+ * scratch of the calling thread. */
 void ig_cpu_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype, int64_t N,
                    const float *bias, float *y);
 
