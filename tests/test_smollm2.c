@@ -95,7 +95,62 @@ static void test_ppl_wikitext2(void) {
     ppl_vs_reference("wikitext-2-raw/wiki.test.raw", "ref/smollm2_wikitext2_ctx1024_w16.json");
 }
 
+/* Greedy continuations of the reference prompts: the prompt ids (our tokenizer) and every generated
+ * id must equal transformers'. Both prompts run as one batch of two different lengths. */
+static void test_greedy(void) {
+    if (!g_model) return;
+    json_object *ref = read_json(ig_test_fixture("ref/smollm2_greedy.json"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    json_object *results = NULL;
+    CU_ASSERT_FATAL(json_object_object_get_ex(ref, "results", &results));
+    int n = (int)json_object_array_length(results), n_new = (int)jnum(ref, "n_new");
+    CU_ASSERT_FATAL(n >= 1 && n <= 8 && n_new > 0);
+    const ig_tokenizer *tok = ig_model_tokenizer(g_model);
+    int32_t *prompts[8] = {0};
+    int n_prompt[8] = {0};
+    ig_error err;
+    for (int i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(results, i), *p = NULL, *pi = NULL;
+        CU_ASSERT_FATAL(json_object_object_get_ex(r, "prompt", &p) &&
+                        json_object_object_get_ex(r, "prompt_ids", &pi));
+        const char *text = json_object_get_string(p);
+        size_t len = 0;
+        CU_ASSERT_EQUAL_FATAL(ig_tokenizer_encode(tok, text, strlen(text), 0, &prompts[i], &len, &err),
+                              IG_OK);
+        n_prompt[i] = (int)len;
+        CU_ASSERT_EQUAL(len, json_object_array_length(pi));
+        for (size_t k = 0; k < len && k < json_object_array_length(pi); k++)
+            CU_ASSERT_EQUAL(prompts[i][k], json_object_get_int(json_object_array_get_idx(pi, k)));
+    }
+    ig_engine_opts o = {n, 256, 256, 0};
+    ig_engine *e = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_engine_create(g_model, &o, &e, &err), IG_OK);
+    ig_gen_params gp = {n_new, 0.0f, 1.0f, 0, 0};
+    ig_gen_result res[8];
+    CU_ASSERT_EQUAL_FATAL(ig_generate(e, (const int32_t *const *)prompts, n_prompt, n, &gp, NULL,
+                                      NULL, res, NULL, &err),
+                          IG_OK);
+    for (int i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(results, i), *g = NULL;
+        CU_ASSERT_FATAL(json_object_object_get_ex(r, "greedy_ids", &g));
+        CU_ASSERT_EQUAL(res[i].n_tokens, (int)json_object_array_length(g));
+        int first_diff = -1;
+        for (int k = 0; k < res[i].n_tokens && k < (int)json_object_array_length(g); k++)
+            if (res[i].tokens[k] != json_object_get_int(json_object_array_get_idx(g, k))) {
+                first_diff = k;
+                break;
+            }
+        if (first_diff >= 0) fprintf(stderr, "\n    prompt %d: first differing token at %d\n", i, first_diff);
+        CU_ASSERT_EQUAL(first_diff, -1);
+    }
+    ig_gen_result_free(res, n);
+    ig_engine_free(e);
+    for (int i = 0; i < n; i++) free(prompts[i]);
+    json_object_put(ref);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("smollm2", suite_init, suite_clean);
+    CU_add_test(s, "greedy", test_greedy);
     CU_add_test(s, "ppl_wikitext2_ctx1024", test_ppl_wikitext2);
 }
