@@ -16,6 +16,7 @@ typedef struct ig_cli_common {
     ig_dtype dtype;
     int verbose;
     int quiet;
+    const char *backend; /* auto, cpu, cuda */
 } ig_cli_common;
 
 /* Options every model command accepts; `longopts` entries with these ids are handled by
@@ -26,18 +27,22 @@ enum {
     IG_OPT_DTYPE,
     IG_OPT_VERBOSE,
     IG_OPT_QUIET,
+    IG_OPT_BACKEND,
     IG_OPT_FIRST_FREE = 1100,
 };
 #define IG_CLI_COMMON_LONGOPTS                                                                     \
     {"model", required_argument, NULL, IG_OPT_MODEL},                                              \
         {"threads", required_argument, NULL, IG_OPT_THREADS},                                      \
         {"dtype", required_argument, NULL, IG_OPT_DTYPE},                                          \
-        {"verbose", no_argument, NULL, IG_OPT_VERBOSE}, {"quiet", no_argument, NULL, IG_OPT_QUIET}
+        {"verbose", no_argument, NULL, IG_OPT_VERBOSE}, {"quiet", no_argument, NULL, IG_OPT_QUIET},   \
+        {"backend", required_argument, NULL, IG_OPT_BACKEND}
 
 #define IG_CLI_COMMON_HELP                                                                         \
     "  --model PATH      GGUF file or Hugging Face directory (default: the installed SmolLM2-135M)\n" \
     "  --threads N       compute threads (default: all cores)\n"                                    \
     "  --dtype T         weight storage: f32 (default), f16, bf16\n"                               \
+    "  --backend B       auto (default), cpu or cuda; without a usable GPU igen says so and uses\n"  \
+    "                    the CPU\n"                                                               \
     "  --verbose         log loading and timing details to stderr\n"                               \
     "  --quiet           no progress lines on stderr\n"                                            \
     "  -h, --help        this help\n"

@@ -7,11 +7,13 @@
 
 #include "core/cli/cli.h"
 #include "core/log.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 void ig_cli_common_init(ig_cli_common *c) {
     memset(c, 0, sizeof *c);
     c->dtype = IG_DTYPE_F32;
+    c->backend = "auto";
 }
 
 int ig_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
@@ -61,6 +63,13 @@ int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
         ig_log_set_level(IG_LOG_INFO);
         return 1;
     case IG_OPT_QUIET: c->quiet = 1; return 1;
+    case IG_OPT_BACKEND:
+        if (strcmp(arg, "auto") && strcmp(arg, "cpu") && strcmp(arg, "cuda")) {
+            fprintf(stderr, "igen: --backend: '%s' is not one of auto, cpu, cuda\n", arg);
+            return -1;
+        }
+        c->backend = arg;
+        return 1;
     default: return 0;
     }
 }
@@ -79,6 +88,8 @@ ig_model *ig_cli_load_model(const ig_cli_common *c) {
         return NULL;
     }
     if (c->threads > 0) ig_cpu_set_threads(c->threads);
+    ig_backend_info bi;
+    ig_backend_select(c->backend, &bi);
     ig_model_load_opts o = {c->dtype, c->quiet};
     ig_model *m = NULL;
     if (ig_model_load(path, &o, &m, &err) != IG_OK) {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "core/cli/cli.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 static void help(void) {
@@ -81,6 +82,14 @@ int ig_cmd_info(int argc, char **argv) {
                ig_dtype_name(ig_model_dtype(m)));
         printf("KV cache     %zu bytes per token (f32)\n", kv_tok);
         printf("threads      %d, SIMD %s\n", ig_cpu_get_threads(), ig_cpu_simd_name());
+        char why[256] = "";
+        ig_backend_info gi;
+        int n_gpu = ig_backend_cuda_probe(why, sizeof why, &gi);
+        if (n_gpu > 0)
+            printf("GPU          %d device(s): %s, %.1f GiB\n", n_gpu, gi.device_name,
+                   (double)gi.device_mem_bytes / (1 << 30));
+        else
+            printf("GPU          none (%s)\n", why);
     }
     ig_model_free(m);
     return 0;
