@@ -16,20 +16,21 @@
 #include "kernels/cpu/measure.h"
 
 static void help(void) {
-    printf("usage: bench_engine [--model PATH] [--threads N] [--dtype T] [--prompt-len L]\n"
-           "                    [--decode-steps S] [--batches 1,8,32] [--reps R] [--json FILE]\n\n"
-           "Measures prefill tokens/s (one prompt of L tokens) and decode tokens/s at each batch\n"
-           "size, plus memory read bandwidth and sgemm GFLOP/s, and reports:\n"
-           "  decode_bound_ratio = batch-1 decode step time / (weight bytes per token / bandwidth)\n"
-           "  prefill_gemm_fraction = prefill FLOP/s / measured sgemm FLOP/s\n\n"
-           "  --model PATH       model (default: the installed SmolLM2-135M)\n"
-           "  --threads N        threads (default 2)\n"
-           "  --dtype T          weight storage f32|f16|bf16 (default f32)\n"
-           "  --prompt-len L     prefill length (default 512)\n"
-           "  --decode-steps S   decode steps timed per batch size (default 32)\n"
-           "  --batches LIST     decode batch sizes (default 1,8,32)\n"
-           "  --reps R           repetitions; the best is kept (default 3)\n"
-           "  --json FILE        write the results as JSON (default bench_engine.json)\n");
+    printf(
+        "usage: bench_engine [--model PATH] [--threads N] [--dtype T] [--prompt-len L]\n"
+        "                    [--decode-steps S] [--batches 1,8,32] [--reps R] [--json FILE]\n\n"
+        "Measures prefill tokens/s (one prompt of L tokens) and decode tokens/s at each batch\n"
+        "size, plus memory read bandwidth and sgemm GFLOP/s, and reports:\n"
+        "  decode_bound_ratio = batch-1 decode step time / (weight bytes per token / bandwidth)\n"
+        "  prefill_gemm_fraction = prefill FLOP/s / measured sgemm FLOP/s\n\n"
+        "  --model PATH       model (default: the installed SmolLM2-135M)\n"
+        "  --threads N        threads (default 2)\n"
+        "  --dtype T          weight storage f32|f16|bf16 (default f32)\n"
+        "  --prompt-len L     prefill length (default 512)\n"
+        "  --decode-steps S   decode steps timed per batch size (default 32)\n"
+        "  --batches LIST     decode batch sizes (default 1,8,32)\n"
+        "  --reps R           repetitions; the best is kept (default 3)\n"
+        "  --json FILE        write the results as JSON (default bench_engine.json)\n");
 }
 
 /* FLOPs of a forward over n_new tokens of one sequence starting at p0 (matmuls + attention). */
@@ -53,11 +54,15 @@ static double forward_flops(const ig_model *m, int64_t n_new, int64_t p0, int wi
 int main(int argc, char **argv) {
     enum { O_MODEL = 1, O_THREADS, O_DTYPE, O_PLEN, O_STEPS, O_BATCHES, O_REPS, O_JSON };
     static const struct option longopts[] = {
-        {"model", required_argument, NULL, O_MODEL},     {"threads", required_argument, NULL, O_THREADS},
-        {"dtype", required_argument, NULL, O_DTYPE},     {"prompt-len", required_argument, NULL, O_PLEN},
+        {"model", required_argument, NULL, O_MODEL},
+        {"threads", required_argument, NULL, O_THREADS},
+        {"dtype", required_argument, NULL, O_DTYPE},
+        {"prompt-len", required_argument, NULL, O_PLEN},
         {"decode-steps", required_argument, NULL, O_STEPS},
-        {"batches", required_argument, NULL, O_BATCHES}, {"reps", required_argument, NULL, O_REPS},
-        {"json", required_argument, NULL, O_JSON},       {"help", no_argument, NULL, 'h'},
+        {"batches", required_argument, NULL, O_BATCHES},
+        {"reps", required_argument, NULL, O_REPS},
+        {"json", required_argument, NULL, O_JSON},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *model_path = NULL, *json_path = "bench_engine.json", *batches_arg = "1,8,32";
@@ -65,9 +70,15 @@ int main(int argc, char **argv) {
     ig_dtype dtype = IG_DTYPE_F32;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'h': help(); return 0;
-        case O_MODEL: model_path = optarg; break;
-        case O_THREADS: threads = atoi(optarg); break;
+        case 'h':
+            help();
+            return 0;
+        case O_MODEL:
+            model_path = optarg;
+            break;
+        case O_THREADS:
+            threads = atoi(optarg);
+            break;
         case O_DTYPE: {
             int t = ig_dtype_from_name(optarg);
             if (t < 0 || !ig_dtype_is_float_storage((ig_dtype)t)) {
@@ -77,12 +88,24 @@ int main(int argc, char **argv) {
             dtype = (ig_dtype)t;
             break;
         }
-        case O_PLEN: prompt_len = atoi(optarg); break;
-        case O_STEPS: steps = atoi(optarg); break;
-        case O_BATCHES: batches_arg = optarg; break;
-        case O_REPS: reps = atoi(optarg); break;
-        case O_JSON: json_path = optarg; break;
-        default: fprintf(stderr, "bench_engine: see --help\n"); return 2;
+        case O_PLEN:
+            prompt_len = atoi(optarg);
+            break;
+        case O_STEPS:
+            steps = atoi(optarg);
+            break;
+        case O_BATCHES:
+            batches_arg = optarg;
+            break;
+        case O_REPS:
+            reps = atoi(optarg);
+            break;
+        case O_JSON:
+            json_path = optarg;
+            break;
+        default:
+            fprintf(stderr, "bench_engine: see --help\n");
+            return 2;
         }
     }
     int batches[16], n_batches = 0, max_batch = 1;
@@ -100,7 +123,9 @@ int main(int argc, char **argv) {
         s++;
     }
     if (threads < 1 || prompt_len < 1 || steps < 1 || reps < 1) {
-        fprintf(stderr, "bench_engine: --threads, --prompt-len, --decode-steps and --reps must be positive\n");
+        fprintf(
+            stderr,
+            "bench_engine: --threads, --prompt-len, --decode-steps and --reps must be positive\n");
         return 2;
     }
     ig_error err;
@@ -155,7 +180,8 @@ int main(int argc, char **argv) {
     }
     ig_rng rng;
     ig_rng_seed(&rng, 1234);
-    for (int i = 0; i < prompt_len; i++) prompt[i] = (int32_t)(ig_rng_next(&rng) % (uint64_t)c->vocab);
+    for (int i = 0; i < prompt_len; i++)
+        prompt[i] = (int32_t)(ig_rng_next(&rng) % (uint64_t)c->vocab);
 
     /* Prefill: one prompt of prompt_len tokens, logits of the last row. */
     double best_prefill = 1e30;
@@ -238,9 +264,11 @@ int main(int argc, char **argv) {
     json_object_object_add(o, "sgemm_model_shape_gflops", json_object_new_double(gemm_model));
     json_object_object_add(o, "prompt_len", json_object_new_int(prompt_len));
     json_object_object_add(o, "prefill_s", json_object_new_double(best_prefill));
-    json_object_object_add(o, "prefill_tokens_per_s", json_object_new_double(prompt_len / best_prefill));
+    json_object_object_add(o, "prefill_tokens_per_s",
+                           json_object_new_double(prompt_len / best_prefill));
     json_object_object_add(o, "prefill_gflops", json_object_new_double(prefill_gflops));
-    json_object_object_add(o, "prefill_gemm_fraction", json_object_new_double(prefill_gflops / gemm));
+    json_object_object_add(o, "prefill_gemm_fraction",
+                           json_object_new_double(prefill_gflops / gemm));
     json_object *jd = json_object_new_array();
     for (int bi = 0; bi < n_batches; bi++) {
         json_object *d = json_object_new_object();

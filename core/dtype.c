@@ -5,29 +5,47 @@
 
 size_t ig_dtype_size(ig_dtype t) {
     switch (t) {
-    case IG_DTYPE_F32: return 4;
-    case IG_DTYPE_F16: return 2;
-    case IG_DTYPE_BF16: return 2;
-    case IG_DTYPE_I32: return 4;
-    case IG_DTYPE_I64: return 8;
-    case IG_DTYPE_U8: return 1;
-    case IG_DTYPE_I8: return 1;
-    case IG_DTYPE_F64: return 8;
-    default: return 0;
+    case IG_DTYPE_F32:
+        return 4;
+    case IG_DTYPE_F16:
+        return 2;
+    case IG_DTYPE_BF16:
+        return 2;
+    case IG_DTYPE_I32:
+        return 4;
+    case IG_DTYPE_I64:
+        return 8;
+    case IG_DTYPE_U8:
+        return 1;
+    case IG_DTYPE_I8:
+        return 1;
+    case IG_DTYPE_F64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
 const char *ig_dtype_name(ig_dtype t) {
     switch (t) {
-    case IG_DTYPE_F32: return "f32";
-    case IG_DTYPE_F16: return "f16";
-    case IG_DTYPE_BF16: return "bf16";
-    case IG_DTYPE_I32: return "i32";
-    case IG_DTYPE_I64: return "i64";
-    case IG_DTYPE_U8: return "u8";
-    case IG_DTYPE_I8: return "i8";
-    case IG_DTYPE_F64: return "f64";
-    default: return "?";
+    case IG_DTYPE_F32:
+        return "f32";
+    case IG_DTYPE_F16:
+        return "f16";
+    case IG_DTYPE_BF16:
+        return "bf16";
+    case IG_DTYPE_I32:
+        return "i32";
+    case IG_DTYPE_I64:
+        return "i64";
+    case IG_DTYPE_U8:
+        return "u8";
+    case IG_DTYPE_I8:
+        return "i8";
+    case IG_DTYPE_F64:
+        return "f64";
+    default:
+        return "?";
     }
 }
 
@@ -36,8 +54,8 @@ int ig_dtype_from_name(const char *name) {
         const char *n;
         ig_dtype t;
     } names[] = {
-        {"f32", IG_DTYPE_F32},  {"float32", IG_DTYPE_F32}, {"fp32", IG_DTYPE_F32},
-        {"f16", IG_DTYPE_F16},  {"float16", IG_DTYPE_F16}, {"fp16", IG_DTYPE_F16},
+        {"f32", IG_DTYPE_F32},   {"float32", IG_DTYPE_F32},   {"fp32", IG_DTYPE_F32},
+        {"f16", IG_DTYPE_F16},   {"float16", IG_DTYPE_F16},   {"fp16", IG_DTYPE_F16},
         {"bf16", IG_DTYPE_BF16}, {"bfloat16", IG_DTYPE_BF16},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -51,10 +69,14 @@ int ig_dtype_is_float_storage(ig_dtype t) {
 
 float ig_load_f32(ig_dtype t, const void *data, size_t i) {
     switch (t) {
-    case IG_DTYPE_F32: return ((const float *)data)[i];
-    case IG_DTYPE_F16: return ig_f16_to_f32(((const uint16_t *)data)[i]);
-    case IG_DTYPE_BF16: return ig_bf16_to_f32(((const uint16_t *)data)[i]);
-    default: return 0.0f;
+    case IG_DTYPE_F32:
+        return ((const float *)data)[i];
+    case IG_DTYPE_F16:
+        return ig_f16_to_f32(((const uint16_t *)data)[i]);
+    case IG_DTYPE_BF16:
+        return ig_bf16_to_f32(((const uint16_t *)data)[i]);
+    default:
+        return 0.0f;
     }
 }
 

@@ -1,4 +1,5 @@
-/* Element types for tensor storage and their conversions. Compute is f32; storage may be narrower. */
+/* Element types for tensor storage and their conversions. Compute is f32; storage may be narrower.
+ */
 #ifndef IG_DTYPE_H
 #define IG_DTYPE_H
 
@@ -20,7 +21,8 @@ typedef enum ig_dtype {
 
 size_t ig_dtype_size(ig_dtype t);
 const char *ig_dtype_name(ig_dtype t);
-/* Parses "f32", "f16", "bf16", ... (also "float32", "float16", "bfloat16"); returns -1 if unknown. */
+/* Parses "f32", "f16", "bf16", ... (also "float32", "float16", "bfloat16"); returns -1 if unknown.
+ */
 int ig_dtype_from_name(const char *name);
 /* Storage types the engine accepts for weights and activations (f32, f16, bf16). */
 int ig_dtype_is_float_storage(ig_dtype t);

@@ -18,7 +18,9 @@ static int level_from_env(void) {
     return IG_LOG_WARN;
 }
 
-void ig_log_set_level(ig_log_level level) { g_level = (int)level; }
+void ig_log_set_level(ig_log_level level) {
+    g_level = (int)level;
+}
 
 ig_log_level ig_log_get_level(void) {
     if (g_level < 0) g_level = level_from_env();

@@ -58,9 +58,15 @@ void ig_mapfile_close(ig_mapfile *mf) {
     free(mf);
 }
 
-const void *ig_mapfile_data(const ig_mapfile *mf) { return mf->data; }
-size_t ig_mapfile_size(const ig_mapfile *mf) { return mf->size; }
-const char *ig_mapfile_path(const ig_mapfile *mf) { return mf->path; }
+const void *ig_mapfile_data(const ig_mapfile *mf) {
+    return mf->data;
+}
+size_t ig_mapfile_size(const ig_mapfile *mf) {
+    return mf->size;
+}
+const char *ig_mapfile_path(const ig_mapfile *mf) {
+    return mf->path;
+}
 
 ig_status ig_read_file(const char *path, char **out, size_t *len, ig_error *err) {
     *out = NULL;

@@ -1,4 +1,5 @@
-/* Read-only memory-mapped files: model weights are used in place, never copied when the dtype fits. */
+/* Read-only memory-mapped files: model weights are used in place, never copied when the dtype fits.
+ */
 #ifndef IG_MAPFILE_H
 #define IG_MAPFILE_H
 

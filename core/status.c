@@ -40,17 +40,28 @@ void ig_error_clear(ig_error *err) {
 
 const char *ig_status_to_string(ig_status code) {
     switch (code) {
-    case IG_OK: return "ok";
-    case IG_ERR_INVALID_ARG: return "invalid argument";
-    case IG_ERR_IO: return "I/O error";
-    case IG_ERR_FORMAT: return "malformed input";
-    case IG_ERR_NOMEM: return "out of memory";
-    case IG_ERR_UNSUPPORTED: return "unsupported";
-    case IG_ERR_SHAPE: return "wrong shape or type";
-    case IG_ERR_CAPACITY: return "does not fit";
-    case IG_ERR_DEVICE: return "device error";
-    case IG_ERR_NOT_FOUND: return "not found";
-    case IG_ERR_INTERNAL: return "internal error";
+    case IG_OK:
+        return "ok";
+    case IG_ERR_INVALID_ARG:
+        return "invalid argument";
+    case IG_ERR_IO:
+        return "I/O error";
+    case IG_ERR_FORMAT:
+        return "malformed input";
+    case IG_ERR_NOMEM:
+        return "out of memory";
+    case IG_ERR_UNSUPPORTED:
+        return "unsupported";
+    case IG_ERR_SHAPE:
+        return "wrong shape or type";
+    case IG_ERR_CAPACITY:
+        return "does not fit";
+    case IG_ERR_DEVICE:
+        return "device error";
+    case IG_ERR_NOT_FOUND:
+        return "not found";
+    case IG_ERR_INTERNAL:
+        return "internal error";
     }
     return "unknown status";
 }
@@ -68,7 +79,8 @@ void *ig_malloc(size_t n, ig_error *err) {
 
 void *ig_calloc(size_t count, size_t size, ig_error *err) {
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) ig_error_set(err, IG_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", count, size);
+    if (!p)
+        ig_error_set(err, IG_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", count, size);
     return p;
 }
 

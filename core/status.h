@@ -1,6 +1,7 @@
 /* One status type for every recoverable failure in igen, with a message the caller can print.
  * Functions return an ig_status (0 = success, negative = error) and fill an optional ig_error.
- * Programmer errors (broken invariants) use IG_ASSERT and abort; resource and input errors never do. */
+ * Programmer errors (broken invariants) use IG_ASSERT and abort; resource and input errors never
+ * do. */
 #ifndef IG_STATUS_H
 #define IG_STATUS_H
 
@@ -27,7 +28,8 @@ typedef struct ig_error {
     char msg[IG_ERROR_MSG_MAX];
 } ig_error;
 
-/* Records the error (if err is not NULL) and returns code, so that `return ig_error_set(...)` works. */
+/* Records the error (if err is not NULL) and returns code, so that `return ig_error_set(...)`
+ * works. */
 ig_status ig_error_set(ig_error *err, ig_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prepends context ("while loading X: ") to an error already set. */

@@ -18,7 +18,9 @@ int ig_backend_cuda_compiled(void) {
 #endif
 }
 
-const char *ig_backend_name(ig_backend_kind k) { return k == IG_BACKEND_CUDA ? "cuda" : "cpu"; }
+const char *ig_backend_name(ig_backend_kind k) {
+    return k == IG_BACKEND_CUDA ? "cuda" : "cpu";
+}
 
 int ig_backend_cuda_probe(char *why, size_t why_len, ig_backend_info *info) {
 #ifdef IG_HAVE_CUDA
@@ -52,7 +54,8 @@ int ig_backend_select(const char *name, ig_backend_info *info) {
     ig_backend_info gpu;
     if (ig_backend_cuda_probe(why, sizeof why, &gpu) > 0) {
         /* The CUDA compute path is not built yet (see docs/ARCHITECTURE.md): say so, run on CPU. */
-        fprintf(stderr, "igen: GPU %s found, but the CUDA backend has no compute path yet; using the CPU\n",
+        fprintf(stderr,
+                "igen: GPU %s found, but the CUDA backend has no compute path yet; using the CPU\n",
                 gpu.device_name);
         return IG_BACKEND_CPU;
     }

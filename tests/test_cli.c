@@ -96,7 +96,8 @@ static void test_ppl_errors(void) {
     char args[8192];
     snprintf(args, sizeof args, "ppl --text '%s'", tmpfile_with("empty.txt", ""));
     expect_error(args, "empty");
-    snprintf(args, sizeof args, "ppl --text '%s' --ctx 64", tmpfile_with("short.txt", "a few words"));
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 64",
+             tmpfile_with("short.txt", "a few words"));
     expect_error(args, "fewer than one window of 64");
     snprintf(args, sizeof args, "ppl --text '%s' --ctx 4096", tmpfile_with("t.txt", "words"));
     expect_error(args, "exceeds the model's context length 128");

@@ -42,7 +42,7 @@ static void test_f16_rounding(void) {
     /* 1 + 3*2^-11 is halfway between 1+2^-10 (odd) and 1+2^-9 (even) -> 1+2^-9. */
     CU_ASSERT_EQUAL(ig_f32_to_f16(1.0f + 3.0f * ldexpf(1.0f, -11)), 0x3c02);
     CU_ASSERT_EQUAL(ig_f32_to_f16(65504.0f), 0x7bff);
-    CU_ASSERT_EQUAL(ig_f32_to_f16(65520.0f), 0x7c00); /* rounds to inf */
+    CU_ASSERT_EQUAL(ig_f32_to_f16(65520.0f), 0x7c00);          /* rounds to inf */
     CU_ASSERT_EQUAL(ig_f32_to_f16(ldexpf(1.0f, -24)), 0x0001); /* smallest subnormal */
     CU_ASSERT_EQUAL(ig_f32_to_f16(ldexpf(1.0f, -25)), 0x0000); /* tie to even -> 0 */
     CU_ASSERT_EQUAL(ig_f32_to_f16(ldexpf(1.5f, -25)), 0x0001);

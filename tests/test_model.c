@@ -1,7 +1,8 @@
 /* The engine against Hugging Face transformers: tiny random OPT and Llama (GQA) models in every
  * format (safetensors f32/f16, sharded, GGUF with llama.cpp's Q/K permutation and quantized
- * tensors). Reference logits and greedy continuations come from tools/reference/make_tiny_models.py.
- * Also: storage dtypes, chunked prefill, and the engine's input checks. */
+ * tensors). Reference logits and greedy continuations come from
+ * tools/reference/make_tiny_models.py. Also: storage dtypes, chunked prefill, and the engine's
+ * input checks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +16,12 @@
 #include "core/model/model.h"
 #include "tests/test_util.h"
 
-#define N_SEQ 4
+#define N_SEQ    4
 #define N_GREEDY 32
 /* f32 (and exactly-representable f16) weights, f32 compute: the bound. */
 #define TOL_F32 1e-4
 /* Weights rounded to a narrower storage dtype than the reference used (relative to max |logit|). */
-#define TOL_F16_REL 5e-3
+#define TOL_F16_REL  5e-3
 #define TOL_BF16_REL 4e-2
 
 typedef struct ref_data {
@@ -208,10 +209,12 @@ static void test_tiny_llama_gguf(void) {
     check_model("tiny_llama.gguf", "tiny_llama.gguf.reference.safetensors", IG_DTYPE_F32, TOL_F32,
                 0, 1);
 }
-/* f32 weights stored narrower: rounding of the weights bounds the error (relative to max |logit|). */
+/* f32 weights stored narrower: rounding of the weights bounds the error (relative to max |logit|).
+ */
 static void test_storage_dtypes(void) {
     check_model("tiny_llama", "tiny_llama/reference.safetensors", IG_DTYPE_F16, 0, TOL_F16_REL, 0);
-    check_model("tiny_llama", "tiny_llama/reference.safetensors", IG_DTYPE_BF16, 0, TOL_BF16_REL, 0);
+    check_model("tiny_llama", "tiny_llama/reference.safetensors", IG_DTYPE_BF16, 0, TOL_BF16_REL,
+                0);
     check_model("tiny_opt", "tiny_opt/reference.safetensors", IG_DTYPE_F16, 0, TOL_F16_REL, 0);
 }
 
@@ -314,7 +317,8 @@ static void write_text(const char *path, const char *text) {
     fclose(f);
 }
 
-/* A copy of tiny_llama in tmp/<name>/ with config.json text edited: every `from` replaced by `to`. */
+/* A copy of tiny_llama in tmp/<name>/ with config.json text edited: every `from` replaced by `to`.
+ */
 static const char *crafted_dir(const char *name, const char *from, const char *to, int with_tok,
                                long truncate_weights) {
     static char dir[4096];
@@ -374,24 +378,33 @@ static void test_bad_config(void) {
                       IG_ERR_UNSUPPORTED, "model_type 'gpt2'", "config.json");
     expect_load_error(crafted_dir("missing_key", "\"hidden_size\"", "\"hidden_sz\"", 1, -1),
                       IG_ERR_FORMAT, "'hidden_size'", "config.json");
-    expect_load_error(crafted_dir("wrong_type", "\"num_hidden_layers\": 2", "\"num_hidden_layers\": \"2\"", 1, -1),
+    expect_load_error(crafted_dir("wrong_type", "\"num_hidden_layers\": 2",
+                                  "\"num_hidden_layers\": \"2\"", 1, -1),
                       IG_ERR_FORMAT, "num_hidden_layers", "expected an integer");
-    expect_load_error(crafted_dir("not_json", "{", "[[", 1, -1), IG_ERR_FORMAT, "config.json", NULL);
-    expect_load_error(crafted_dir("bad_heads", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3", 1, -1),
-                      IG_ERR_FORMAT, "not a multiple", NULL);
-    expect_load_error(crafted_dir("rope_scaled", "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"", 1, -1),
-                      IG_ERR_UNSUPPORTED, "rope_type 'yarn'", NULL);
+    expect_load_error(crafted_dir("not_json", "{", "[[", 1, -1), IG_ERR_FORMAT, "config.json",
+                      NULL);
+    expect_load_error(
+        crafted_dir("bad_heads", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3", 1, -1),
+        IG_ERR_FORMAT, "not a multiple", NULL);
+    expect_load_error(
+        crafted_dir("rope_scaled", "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"", 1, -1),
+        IG_ERR_UNSUPPORTED, "rope_type 'yarn'", NULL);
 }
 
 static void test_bad_weights(void) {
     /* One KV head instead of two: k_proj in the file has twice the rows the config implies. */
-    expect_load_error(crafted_dir("kv_shape", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 1", 1, -1),
-                      IG_ERR_SHAPE, "model.layers.0.self_attn.k_proj.weight", "expected shape [16, 64], found [32, 64]");
+    expect_load_error(
+        crafted_dir("kv_shape", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 1", 1, -1),
+        IG_ERR_SHAPE, "model.layers.0.self_attn.k_proj.weight",
+        "expected shape [16, 64], found [32, 64]");
     /* Three layers in the config, two in the file. */
-    expect_load_error(crafted_dir("missing_layer", "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 3", 1, -1),
-                      IG_ERR_NOT_FOUND, "model.layers.2.", "missing");
-    expect_load_error(crafted_dir("truncated", NULL, NULL, 1, 4096), IG_ERR_FORMAT, "model.safetensors", NULL);
-    expect_load_error(crafted_dir("no_tokenizer", NULL, NULL, 0, -1), IG_ERR_NOT_FOUND, "tokenizer", NULL);
+    expect_load_error(
+        crafted_dir("missing_layer", "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 3", 1, -1),
+        IG_ERR_NOT_FOUND, "model.layers.2.", "missing");
+    expect_load_error(crafted_dir("truncated", NULL, NULL, 1, 4096), IG_ERR_FORMAT,
+                      "model.safetensors", NULL);
+    expect_load_error(crafted_dir("no_tokenizer", NULL, NULL, 0, -1), IG_ERR_NOT_FOUND, "tokenizer",
+                      NULL);
 }
 
 static void test_bad_files(void) {

@@ -1,7 +1,7 @@
 /* The real default model, SmolLM2-135M-Instruct (Q4_1 GGUF), against transformers on weights
- * dequantized by gguf-py: WikiText-2 perplexity (ctx 1024, first 16 windows) within 0.5%, and greedy
- * continuations identical. References: tools/reference/ref_ppl.py and ref_generate.py. Skipped
- * (visibly) when the model or the shared data are not installed. */
+ * dequantized by gguf-py: WikiText-2 perplexity (ctx 1024, first 16 windows) within 0.5%, and
+ * greedy continuations identical. References: tools/reference/ref_ppl.py and ref_generate.py.
+ * Skipped (visibly) when the model or the shared data are not installed. */
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
@@ -115,8 +115,8 @@ static void test_greedy(void) {
                         json_object_object_get_ex(r, "prompt_ids", &pi));
         const char *text = json_object_get_string(p);
         size_t len = 0;
-        CU_ASSERT_EQUAL_FATAL(ig_tokenizer_encode(tok, text, strlen(text), 0, &prompts[i], &len, &err),
-                              IG_OK);
+        CU_ASSERT_EQUAL_FATAL(
+            ig_tokenizer_encode(tok, text, strlen(text), 0, &prompts[i], &len, &err), IG_OK);
         n_prompt[i] = (int)len;
         CU_ASSERT_EQUAL(len, json_object_array_length(pi));
         for (size_t k = 0; k < len && k < json_object_array_length(pi); k++)
@@ -140,7 +140,8 @@ static void test_greedy(void) {
                 first_diff = k;
                 break;
             }
-        if (first_diff >= 0) fprintf(stderr, "\n    prompt %d: first differing token at %d\n", i, first_diff);
+        if (first_diff >= 0)
+            fprintf(stderr, "\n    prompt %d: first differing token at %d\n", i, first_diff);
         CU_ASSERT_EQUAL(first_diff, -1);
     }
     ig_gen_result_free(res, n);

@@ -34,15 +34,19 @@ enum {
     {"model", required_argument, NULL, IG_OPT_MODEL},                                              \
         {"threads", required_argument, NULL, IG_OPT_THREADS},                                      \
         {"dtype", required_argument, NULL, IG_OPT_DTYPE},                                          \
-        {"verbose", no_argument, NULL, IG_OPT_VERBOSE}, {"quiet", no_argument, NULL, IG_OPT_QUIET},   \
-        {"backend", required_argument, NULL, IG_OPT_BACKEND}
+        {"verbose", no_argument, NULL, IG_OPT_VERBOSE},                                            \
+        {"quiet", no_argument, NULL, IG_OPT_QUIET}, {                                              \
+        "backend", required_argument, NULL, IG_OPT_BACKEND                                         \
+    }
 
 #define IG_CLI_COMMON_HELP                                                                         \
-    "  --model PATH      GGUF file or Hugging Face directory (default: the installed SmolLM2-135M)\n" \
-    "  --threads N       compute threads (default: all cores)\n"                                    \
+    "  --model PATH      GGUF file or Hugging Face directory (default: the installed "             \
+    "SmolLM2-135M)\n"                                                                              \
+    "  --threads N       compute threads (default: all cores)\n"                                   \
     "  --dtype T         weight storage: f32 (default), f16, bf16\n"                               \
-    "  --backend B       auto (default), cpu or cuda; without a usable GPU igen says so and uses\n"  \
-    "                    the CPU\n"                                                               \
+    "  --backend B       auto (default), cpu or cuda; without a usable GPU igen says so and "      \
+    "uses\n"                                                                                       \
+    "                    the CPU\n"                                                                \
     "  --verbose         log loading and timing details to stderr\n"                               \
     "  --quiet           no progress lines on stderr\n"                                            \
     "  -h, --help        this help\n"

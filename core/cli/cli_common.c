@@ -44,7 +44,9 @@ int ig_cli_parse_float(const char *cmd, const char *opt, const char *s, double l
 int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
     long v;
     switch (opt) {
-    case IG_OPT_MODEL: c->model_path = arg; return 1;
+    case IG_OPT_MODEL:
+        c->model_path = arg;
+        return 1;
     case IG_OPT_THREADS:
         if (ig_cli_parse_int("", "--threads", arg, 1, 1024, &v)) return -1;
         c->threads = (int)v;
@@ -62,7 +64,9 @@ int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
         c->verbose = 1;
         ig_log_set_level(IG_LOG_INFO);
         return 1;
-    case IG_OPT_QUIET: c->quiet = 1; return 1;
+    case IG_OPT_QUIET:
+        c->quiet = 1;
+        return 1;
     case IG_OPT_BACKEND:
         if (strcmp(arg, "auto") && strcmp(arg, "cpu") && strcmp(arg, "cuda")) {
             fprintf(stderr, "igen: --backend: '%s' is not one of auto, cpu, cuda\n", arg);
@@ -70,7 +74,8 @@ int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
         }
         c->backend = arg;
         return 1;
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
@@ -99,4 +104,6 @@ ig_model *ig_cli_load_model(const ig_cli_common *c) {
     return m;
 }
 
-int ig_cli_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
+int ig_cli_stderr_is_tty(void) {
+    return isatty(STDERR_FILENO);
+}

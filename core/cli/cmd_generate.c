@@ -25,7 +25,8 @@ static void help(void) {
            "  --batch B           number of sequences (default: number of prompts)\n"
            "  --chat              wrap each prompt in the model's ChatML user/assistant turns\n"
            "  --ignore-eos        keep generating after the end-of-sequence token\n"
-           "  --json              print one JSON object with ids, texts and timings\n" IG_CLI_COMMON_HELP);
+           "  --json              print one JSON object with ids, texts and "
+           "timings\n" IG_CLI_COMMON_HELP);
 }
 
 typedef struct stream_state {
@@ -78,7 +79,9 @@ int ig_cmd_generate(int argc, char **argv) {
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
-        case 'h': help(); return 0;
+        case 'h':
+            help();
+            return 0;
         case O_PROMPT:
             if (n_prompts == MAX_PROMPTS) {
                 fprintf(stderr, "igen generate: at most %d prompts\n", MAX_PROMPTS);
@@ -106,10 +109,18 @@ int ig_cmd_generate(int argc, char **argv) {
             if (ig_cli_parse_int("generate", "--batch", optarg, 1, MAX_PROMPTS, &batch))
                 return IG_EXIT_ERROR;
             break;
-        case O_CHAT: chat = 1; break;
-        case O_NOEOS: ignore_eos = 1; break;
-        case O_JSON: json = 1; break;
-        default: fprintf(stderr, "igen generate: see 'igen generate --help'\n"); return IG_EXIT_ERROR;
+        case O_CHAT:
+            chat = 1;
+            break;
+        case O_NOEOS:
+            ignore_eos = 1;
+            break;
+        case O_JSON:
+            json = 1;
+            break;
+        default:
+            fprintf(stderr, "igen generate: see 'igen generate --help'\n");
+            return IG_EXIT_ERROR;
         }
     }
     if (optind < argc) {
@@ -133,15 +144,16 @@ int ig_cmd_generate(int argc, char **argv) {
     int max_prompt = 0, total_prompt = 0;
     if (!res) goto out;
     if (chat && ig_tokenizer_find(tok, "<|im_start|>") < 0) {
-        fprintf(stderr, "igen generate: --chat: this model's vocabulary has no <|im_start|> token\n");
+        fprintf(stderr,
+                "igen generate: --chat: this model's vocabulary has no <|im_start|> token\n");
         goto out;
     }
     for (int i = 0; i < n_prompts; i++) {
         char *wrapped = chat ? chat_wrap(prompts[i]) : NULL;
         const char *p = wrapped ? wrapped : prompts[i];
         size_t n = 0;
-        ig_status st = ig_tokenizer_encode(tok, p, strlen(p), ig_tokenizer_adds_bos(tok), &ids[i],
-                                           &n, &err);
+        ig_status st =
+            ig_tokenizer_encode(tok, p, strlen(p), ig_tokenizer_adds_bos(tok), &ids[i], &n, &err);
         free(wrapped);
         if (st != IG_OK) {
             ig_cli_error("generate", &err);
@@ -162,7 +174,8 @@ int ig_cmd_generate(int argc, char **argv) {
         total_prompt += seq_n[i];
     }
     if ((long)max_prompt + n_new > cfg->max_pos) {
-        fprintf(stderr, "igen generate: %d prompt tokens + %ld new exceed the model's context of %d\n",
+        fprintf(stderr,
+                "igen generate: %d prompt tokens + %ld new exceed the model's context of %d\n",
                 max_prompt, n_new, cfg->max_pos);
         goto out;
     }

@@ -59,7 +59,8 @@ int ig_cmd_info(int argc, char **argv) {
         json_object_object_add(o, "d_ffn", json_object_new_int(c->d_ffn));
         json_object_object_add(o, "vocab", json_object_new_int(c->vocab));
         json_object_object_add(o, "max_pos", json_object_new_int(c->max_pos));
-        json_object_object_add(o, "dtype", json_object_new_string(ig_dtype_name(ig_model_dtype(m))));
+        json_object_object_add(o, "dtype",
+                               json_object_new_string(ig_dtype_name(ig_model_dtype(m))));
         json_object_object_add(o, "weight_bytes",
                                json_object_new_int64((int64_t)ig_model_weight_bytes(m)));
         json_object_object_add(o, "kv_bytes_per_token", json_object_new_int64((int64_t)kv_tok));

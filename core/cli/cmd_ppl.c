@@ -12,18 +12,20 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 static void help(void) {
-    printf("usage: igen ppl --text FILE [--model PATH] [--ctx N] [--max-tokens M] [--windows W]\n"
-           "                [--batch B] [--json]\n\n"
-           "Perplexity of a model on a text file. The text is tokenized whole, cut into\n"
-           "non-overlapping windows of --ctx tokens (an incomplete tail is dropped), each window is\n"
-           "evaluated from an empty KV cache, and ppl = exp(mean NLL of all predicted tokens, i.e.\n"
-           "positions 1..ctx-1 of each window).\n\n"
-           "  --text FILE       UTF-8 text to evaluate (required)\n"
-           "  --ctx N           window length in tokens (default 1024, at most the model's context)\n"
-           "  --max-tokens M    use only the first M tokens of the text\n"
-           "  --windows W       evaluate only the first W windows\n"
-           "  --batch B         windows run together as one batch (default 4)\n"
-           "  --json            print one JSON object (ppl, tokens, nll_sum, windows, ...) on stdout\n" IG_CLI_COMMON_HELP);
+    printf(
+        "usage: igen ppl --text FILE [--model PATH] [--ctx N] [--max-tokens M] [--windows W]\n"
+        "                [--batch B] [--json]\n\n"
+        "Perplexity of a model on a text file. The text is tokenized whole, cut into\n"
+        "non-overlapping windows of --ctx tokens (an incomplete tail is dropped), each window is\n"
+        "evaluated from an empty KV cache, and ppl = exp(mean NLL of all predicted tokens, i.e.\n"
+        "positions 1..ctx-1 of each window).\n\n"
+        "  --text FILE       UTF-8 text to evaluate (required)\n"
+        "  --ctx N           window length in tokens (default 1024, at most the model's context)\n"
+        "  --max-tokens M    use only the first M tokens of the text\n"
+        "  --windows W       evaluate only the first W windows\n"
+        "  --batch B         windows run together as one batch (default 4)\n"
+        "  --json            print one JSON object (ppl, tokens, nll_sum, windows, ...) on "
+        "stdout\n" IG_CLI_COMMON_HELP);
 }
 
 typedef struct progress_state {
@@ -66,8 +68,12 @@ int ig_cmd_ppl(int argc, char **argv) {
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
-        case 'h': help(); return 0;
-        case O_TEXT: text_path = optarg; break;
+        case 'h':
+            help();
+            return 0;
+        case O_TEXT:
+            text_path = optarg;
+            break;
         case O_CTX:
             if (ig_cli_parse_int("ppl", "--ctx", optarg, 2, 1 << 20, &ctx)) return IG_EXIT_ERROR;
             break;
@@ -82,8 +88,12 @@ int ig_cmd_ppl(int argc, char **argv) {
         case O_BATCH:
             if (ig_cli_parse_int("ppl", "--batch", optarg, 1, 256, &batch)) return IG_EXIT_ERROR;
             break;
-        case O_JSON: json = 1; break;
-        default: fprintf(stderr, "igen ppl: see 'igen ppl --help'\n"); return IG_EXIT_ERROR;
+        case O_JSON:
+            json = 1;
+            break;
+        default:
+            fprintf(stderr, "igen ppl: see 'igen ppl --help'\n");
+            return IG_EXIT_ERROR;
         }
     }
     if (optind < argc) {
@@ -149,7 +159,8 @@ int ig_cmd_ppl(int argc, char **argv) {
         goto out;
     }
     if (!com.quiet)
-        fprintf(stderr, "ppl: %s: %zu tokens (tokenized in %.2f s), %lld windows of %ld, batch %ld\n",
+        fprintf(stderr,
+                "ppl: %s: %zu tokens (tokenized in %.2f s), %lld windows of %ld, batch %ld\n",
                 text_path, n_ids, t_tok, (long long)n_win, ctx, batch);
     progress_state ps = {com.quiet, ig_cli_stderr_is_tty(), ctx};
     ig_ppl_opts po = {(int)ctx, (int)batch, (int)n_win};
@@ -171,9 +182,9 @@ int ig_cmd_ppl(int argc, char **argv) {
                                json_object_new_string(ig_dtype_name(ig_model_dtype(m))));
         json_object_object_add(o, "threads", json_object_new_int(ig_cpu_get_threads()));
         json_object_object_add(o, "seconds", json_object_new_double(res.seconds));
-        json_object_object_add(o, "tokens_per_s",
-                               json_object_new_double((double)res.windows * (double)res.ctx /
-                                                      res.seconds));
+        json_object_object_add(
+            o, "tokens_per_s",
+            json_object_new_double((double)res.windows * (double)res.ctx / res.seconds));
         json_object *w = json_object_new_array();
         for (int i = 0; i < res.windows; i++)
             json_object_array_add(w, json_object_new_double(res.window_nll[i]));

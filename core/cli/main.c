@@ -29,7 +29,8 @@ static void usage(FILE *f) {
                "KV-cache policies. Commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
-    fprintf(f, "\n'igen COMMAND --help' describes a command. 'igen --version' prints the version.\n");
+    fprintf(f,
+            "\n'igen COMMAND --help' describes a command. 'igen --version' prints the version.\n");
 }
 
 int main(int argc, char **argv) {

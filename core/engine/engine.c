@@ -14,7 +14,7 @@ struct ig_engine {
     const ig_model *model;
     ig_model_config cfg;
     ig_engine_opts opts;
-    int *seq_len;   /* [max_seqs] tokens in each slot's cache */
+    int *seq_len;    /* [max_seqs] tokens in each slot's cache */
     float **k_cache; /* [n_layer] -> [max_seqs][n_kv_head][max_ctx][head_dim] */
     float **v_cache;
     size_t slot_floats; /* floats per (layer, slot) */
@@ -34,7 +34,9 @@ struct ig_engine {
     ig_engine_stats stats;
 };
 
-static float *alloc_f(size_t n, ig_error *err) { return ig_aligned_alloc(n * sizeof(float), err); }
+static float *alloc_f(size_t n, ig_error *err) {
+    return ig_aligned_alloc(n * sizeof(float), err);
+}
 
 ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_engine **out,
                            ig_error *err) {
@@ -83,8 +85,8 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
         e->v_cache[l] = alloc_f(cache_floats, err);
         if (!e->k_cache[l] || !e->v_cache[l]) {
             rc = IG_ERR_NOMEM;
-            ig_error_prefix(err, "KV cache (%zu MiB per layer): ",
-                            2 * cache_floats * sizeof(float) >> 20);
+            ig_error_prefix(
+                err, "KV cache (%zu MiB per layer): ", 2 * cache_floats * sizeof(float) >> 20);
             goto fail;
         }
     }
@@ -167,8 +169,8 @@ static ig_status check_batch(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs
             rc = ig_error_set(err, IG_ERR_INVALID_ARG, "slot %d out of range 0..%d", q->slot,
                               e->opts.max_seqs - 1);
         else if (e->slot_seen[q->slot])
-            rc = ig_error_set(err, IG_ERR_INVALID_ARG, "slot %d appears twice in one call",
-                              q->slot);
+            rc =
+                ig_error_set(err, IG_ERR_INVALID_ARG, "slot %d appears twice in one call", q->slot);
         else if (q->n_tokens <= 0 || !q->tokens)
             rc = ig_error_set(err, IG_ERR_INVALID_ARG, "sequence %d has no tokens", s);
         else if ((int64_t)e->seq_len[q->slot] + q->n_tokens > e->opts.max_ctx)
@@ -238,9 +240,9 @@ static void attention(ig_engine *e, int layer) {
         const float *kc = e->k_cache[layer] + (size_t)q->slot * e->slot_floats;
         const float *vc = e->v_cache[layer] + (size_t)q->slot * e->slot_floats;
         size_t r0 = (size_t)e->row0[s];
-        ig_cpu_attention(e->q + r0 * qd, q->n_tokens, e->p0[s], kc, vc, e->opts.max_ctx,
-                         c->n_head, c->n_kv_head, c->head_dim, scale, e->attn_ws,
-                         e->attn_ws_floats, e->att + r0 * qd);
+        ig_cpu_attention(e->q + r0 * qd, q->n_tokens, e->p0[s], kc, vc, e->opts.max_ctx, c->n_head,
+                         c->n_kv_head, c->head_dim, scale, e->attn_ws, e->attn_ws_floats,
+                         e->att + r0 * qd);
     }
     e->stats.attention_s += ig_time_s() - t0;
 }
@@ -307,8 +309,7 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
     norm(e, e->x, ig_model_final_norm_w(e->model), ig_model_final_norm_b(e->model), T, e->hidden);
     for (int s = 0; s < n_seqs; s++) e->seq_len[seqs[s].slot] += seqs[s].n_tokens;
     double total = ig_time_s() - t_start;
-    e->stats.other_s +=
-        total - (e->stats.linear_s - lin0) - (e->stats.attention_s - att0);
+    e->stats.other_s += total - (e->stats.linear_s - lin0) - (e->stats.attention_s - att0);
     e->stats.forward_calls++;
     e->stats.tokens += T;
     return IG_OK;
@@ -337,13 +338,27 @@ void ig_engine_logits_rows(ig_engine *e, const int64_t *rows, int64_t n, float *
     e->stats.logits_s += ig_time_s() - t0;
 }
 
-int64_t ig_engine_n_rows(const ig_engine *e) { return e->n_rows; }
-int ig_engine_seq_len(const ig_engine *e, int slot) { return e->seq_len[slot]; }
-void ig_engine_seq_reset(ig_engine *e, int slot) { e->seq_len[slot] = 0; }
-const ig_engine_opts *ig_engine_get_opts(const ig_engine *e) { return &e->opts; }
-const ig_model *ig_engine_model(const ig_engine *e) { return e->model; }
-ig_engine_stats ig_engine_get_stats(const ig_engine *e) { return e->stats; }
-void ig_engine_reset_stats(ig_engine *e) { memset(&e->stats, 0, sizeof e->stats); }
+int64_t ig_engine_n_rows(const ig_engine *e) {
+    return e->n_rows;
+}
+int ig_engine_seq_len(const ig_engine *e, int slot) {
+    return e->seq_len[slot];
+}
+void ig_engine_seq_reset(ig_engine *e, int slot) {
+    e->seq_len[slot] = 0;
+}
+const ig_engine_opts *ig_engine_get_opts(const ig_engine *e) {
+    return &e->opts;
+}
+const ig_model *ig_engine_model(const ig_engine *e) {
+    return e->model;
+}
+ig_engine_stats ig_engine_get_stats(const ig_engine *e) {
+    return e->stats;
+}
+void ig_engine_reset_stats(ig_engine *e) {
+    memset(&e->stats, 0, sizeof e->stats);
+}
 
 size_t ig_engine_kv_bytes_per_token(const ig_engine *e) {
     return 2 * (size_t)e->cfg.n_layer * (size_t)e->cfg.n_kv_head * (size_t)e->cfg.head_dim *

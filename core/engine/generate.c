@@ -24,8 +24,7 @@ ig_status ig_generate(ig_engine *e, const int32_t *const *prompts, const int *n_
         return ig_error_set(err, IG_ERR_CAPACITY, "%d prompts but the engine has %d slots", n,
                             o->max_seqs);
     for (int i = 0; i < n; i++) {
-        if (n_prompt[i] <= 0)
-            return ig_error_set(err, IG_ERR_INVALID_ARG, "prompt %d is empty", i);
+        if (n_prompt[i] <= 0) return ig_error_set(err, IG_ERR_INVALID_ARG, "prompt %d is empty", i);
         if (n_prompt[i] + p->max_new_tokens > o->max_ctx)
             return ig_error_set(err, IG_ERR_CAPACITY,
                                 "prompt %d: %d tokens + %d new exceed the context of %d", i,
@@ -50,9 +49,8 @@ ig_status ig_generate(ig_engine *e, const int32_t *const *prompts, const int *n_
     for (int i = 0; i < n; i++) {
         ig_engine_seq_reset(e, i);
         ig_rng_seed(&rng[i], p->seed + (uint64_t)i);
-        results[i].tokens = ig_malloc((size_t)(p->max_new_tokens > 0 ? p->max_new_tokens : 1) *
-                                          sizeof(int32_t),
-                                      err);
+        results[i].tokens = ig_malloc(
+            (size_t)(p->max_new_tokens > 0 ? p->max_new_tokens : 1) * sizeof(int32_t), err);
         if (!results[i].tokens) {
             rc = IG_ERR_NOMEM;
             goto done;
@@ -90,8 +88,7 @@ ig_status ig_generate(ig_engine *e, const int32_t *const *prompts, const int *n_
             int i = seqs[s].slot;
             done_tok[i] += seqs[s].n_tokens;
             row += seqs[s].n_tokens;
-            if (done_tok[i] == n_prompt[i])
-                ig_engine_logits(e, row - 1, 1, logits + (size_t)i * V);
+            if (done_tok[i] == n_prompt[i]) ig_engine_logits(e, row - 1, 1, logits + (size_t)i * V);
         }
         tm.prefill_tokens += o->max_batch_tokens - budget;
     }

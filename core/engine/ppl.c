@@ -72,11 +72,13 @@ ig_status ig_ppl_run(ig_engine *e, const int32_t *ids, int64_t n_ids, const ig_p
                     int p = pos + (int)(row % len);
                     if (p + 1 >= ctx) continue;
                     int32_t target = ids[(w0 + s) * (int64_t)ctx + p + 1];
-                    res->window_nll[w0 + s] -= ig_cpu_log_prob(logits + (size_t)r * V, c->vocab, target);
+                    res->window_nll[w0 + s] -=
+                        ig_cpu_log_prob(logits + (size_t)r * V, c->vocab, target);
                 }
             }
         }
-        if (progress && rc == IG_OK) progress(user, (int)(w0 + nw), (int)n_windows, ig_time_s() - t0);
+        if (progress && rc == IG_OK)
+            progress(user, (int)(w0 + nw), (int)n_windows, ig_time_s() - t0);
     }
     free(logits);
     free(seqs);

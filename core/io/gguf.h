@@ -1,6 +1,7 @@
 /* GGUF v2/v3 reader: metadata key/values, tensor directory, and dequantization into engine dtypes.
  * The file is memory-mapped; every offset and length is checked against the file size before use,
- * so a truncated or corrupt file gives an error naming the file and the key or tensor, never a crash. */
+ * so a truncated or corrupt file gives an error naming the file and the key or tensor, never a
+ * crash. */
 #ifndef IG_GGUF_H
 #define IG_GGUF_H
 
@@ -84,15 +85,15 @@ ig_status ig_gguf_get_arr_info(const ig_gguf *g, const char *key, ig_gguf_vtype 
 ig_status ig_gguf_get_arr_str(const ig_gguf *g, const char *key, uint64_t i, const char **out,
                               size_t *len, ig_error *err);
 /* Pointer to the packed elements of a numeric array (unaligned: read with memcpy). */
-ig_status ig_gguf_get_arr_data(const ig_gguf *g, const char *key, const void **out,
-                               ig_error *err);
+ig_status ig_gguf_get_arr_data(const ig_gguf *g, const char *key, const void **out, ig_error *err);
 
 /* Tensors. */
 size_t ig_gguf_n_tensors(const ig_gguf *g);
 const ig_gguf_tensor *ig_gguf_tensor_at(const ig_gguf *g, size_t i);
 const ig_gguf_tensor *ig_gguf_find_tensor(const ig_gguf *g, const char *name); /* NULL if absent */
 const char *ig_ggml_type_name(ig_ggml_type t);
-/* Dequantizes (or converts) a whole tensor into dst (n_elements values of dst_type: f32/f16/bf16). */
+/* Dequantizes (or converts) a whole tensor into dst (n_elements values of dst_type: f32/f16/bf16).
+ */
 ig_status ig_gguf_tensor_read(const ig_gguf *g, const ig_gguf_tensor *t, ig_dtype dst_type,
                               void *dst, ig_error *err);
 

@@ -14,8 +14,10 @@
 
 const char *ig_arch_name(ig_arch a) {
     switch (a) {
-    case IG_ARCH_OPT: return "opt";
-    case IG_ARCH_LLAMA: return "llama";
+    case IG_ARCH_OPT:
+        return "opt";
+    case IG_ARCH_LLAMA:
+        return "llama";
     }
     return "?";
 }
@@ -41,9 +43,9 @@ ig_status ig_model_config_validate(const ig_model_config *c, const char *src, ig
     struct {
         const char *name;
         int v;
-    } pos[] = {{"n_layer", c->n_layer}, {"d_model", c->d_model}, {"n_head", c->n_head},
+    } pos[] = {{"n_layer", c->n_layer},     {"d_model", c->d_model},   {"n_head", c->n_head},
                {"n_kv_head", c->n_kv_head}, {"head_dim", c->head_dim}, {"d_ffn", c->d_ffn},
-               {"vocab", c->vocab}, {"max_pos", c->max_pos}};
+               {"vocab", c->vocab},         {"max_pos", c->max_pos}};
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
         if (pos[i].v <= 0 || pos[i].v > (1 << 24))
             return ig_error_set(err, IG_ERR_FORMAT, "%s: %s = %d is out of range (expected 1..%d)",
@@ -150,20 +152,46 @@ void ig_model_free(ig_model *m) {
     free(m);
 }
 
-const ig_model_config *ig_model_get_config(const ig_model *m) { return &m->cfg; }
-const ig_layer *ig_model_layer(const ig_model *m, int i) { return &m->layers[i]; }
-ig_weight ig_model_tok_embd(const ig_model *m) { return m->tok_embd; }
-ig_weight ig_model_pos_embd(const ig_model *m) { return m->pos_embd; }
-ig_weight ig_model_lm_head(const ig_model *m) { return m->lm_head; }
-const float *ig_model_final_norm_w(const ig_model *m) { return m->final_norm_w; }
-const float *ig_model_final_norm_b(const ig_model *m) { return m->final_norm_b; }
-const ig_tokenizer *ig_model_tokenizer(const ig_model *m) { return m->tok; }
-ig_model_format ig_model_get_format(const ig_model *m) { return m->format; }
-const char *ig_model_path(const ig_model *m) { return m->path; }
-const char *ig_model_name(const ig_model *m) { return m->name; }
-ig_dtype ig_model_dtype(const ig_model *m) { return m->dtype; }
+const ig_model_config *ig_model_get_config(const ig_model *m) {
+    return &m->cfg;
+}
+const ig_layer *ig_model_layer(const ig_model *m, int i) {
+    return &m->layers[i];
+}
+ig_weight ig_model_tok_embd(const ig_model *m) {
+    return m->tok_embd;
+}
+ig_weight ig_model_pos_embd(const ig_model *m) {
+    return m->pos_embd;
+}
+ig_weight ig_model_lm_head(const ig_model *m) {
+    return m->lm_head;
+}
+const float *ig_model_final_norm_w(const ig_model *m) {
+    return m->final_norm_w;
+}
+const float *ig_model_final_norm_b(const ig_model *m) {
+    return m->final_norm_b;
+}
+const ig_tokenizer *ig_model_tokenizer(const ig_model *m) {
+    return m->tok;
+}
+ig_model_format ig_model_get_format(const ig_model *m) {
+    return m->format;
+}
+const char *ig_model_path(const ig_model *m) {
+    return m->path;
+}
+const char *ig_model_name(const ig_model *m) {
+    return m->name;
+}
+ig_dtype ig_model_dtype(const ig_model *m) {
+    return m->dtype;
+}
 
-static size_t wbytes(ig_weight w) { return (size_t)(w.rows * w.cols) * ig_dtype_size(w.dtype); }
+static size_t wbytes(ig_weight w) {
+    return (size_t)(w.rows * w.cols) * ig_dtype_size(w.dtype);
+}
 
 static size_t layer_matrix_bytes(const ig_layer *l) {
     return wbytes(l->wq) + wbytes(l->wk) + wbytes(l->wv) + wbytes(l->wo) + wbytes(l->w_gate) +

@@ -1,6 +1,7 @@
-/* A loaded model: its configuration (from config.json or GGUF metadata), its weights in the engine's
- * storage dtype, and its tokenizer. Loading validates every tensor's shape against the config.
- * Weights whose file dtype equals the storage dtype point into the memory-mapped file (no copy). */
+/* A loaded model: its configuration (from config.json or GGUF metadata), its weights in the
+ * engine's storage dtype, and its tokenizer. Loading validates every tensor's shape against the
+ * config. Weights whose file dtype equals the storage dtype point into the memory-mapped file (no
+ * copy). */
 #ifndef IG_MODEL_H
 #define IG_MODEL_H
 
@@ -33,7 +34,7 @@ typedef struct ig_model_config {
     int max_pos;    /* context length the model was trained for */
     float norm_eps; /* LayerNorm / RMSNorm epsilon */
     float rope_theta;
-    int rot_dim;   /* dims rotated by RoPE (Llama), usually head_dim */
+    int rot_dim;    /* dims rotated by RoPE (Llama), usually head_dim */
     int pos_offset; /* OPT's learned-position offset (2) */
     int attn_bias;  /* q/k/v/o projections have biases */
     int mlp_bias;
@@ -74,9 +75,9 @@ void ig_model_free(ig_model *m);
 
 const ig_model_config *ig_model_get_config(const ig_model *m);
 const ig_layer *ig_model_layer(const ig_model *m, int i);
-ig_weight ig_model_tok_embd(const ig_model *m);  /* [vocab][d_model] */
-ig_weight ig_model_pos_embd(const ig_model *m);  /* OPT: [max_pos + offset][d_model]; else empty */
-ig_weight ig_model_lm_head(const ig_model *m);   /* [vocab][d_model]; the embedding if tied */
+ig_weight ig_model_tok_embd(const ig_model *m); /* [vocab][d_model] */
+ig_weight ig_model_pos_embd(const ig_model *m); /* OPT: [max_pos + offset][d_model]; else empty */
+ig_weight ig_model_lm_head(const ig_model *m);  /* [vocab][d_model]; the embedding if tied */
 const float *ig_model_final_norm_w(const ig_model *m);
 const float *ig_model_final_norm_b(const ig_model *m);
 const ig_tokenizer *ig_model_tokenizer(const ig_model *m);
@@ -90,8 +91,9 @@ size_t ig_model_weight_bytes(const ig_model *m);
 size_t ig_model_decode_bytes_per_token(const ig_model *m);
 const char *ig_arch_name(ig_arch a);
 
-/* The default model: $IGEN_MODEL, else $IGEN_HOME/models/<default>, else <source dir>/models/<default>
- * as installed by tools/setup.sh. Returns NULL (and sets err naming the places looked at) if none. */
+/* The default model: $IGEN_MODEL, else $IGEN_HOME/models/<default>, else <source
+ * dir>/models/<default> as installed by tools/setup.sh. Returns NULL (and sets err naming the
+ * places looked at) if none. */
 const char *ig_model_default_path(ig_error *err);
 
 #endif

@@ -1,6 +1,7 @@
 /* GGUF models (llama.cpp's naming): Llama-architecture metadata and tensors, dequantized at load
  * into the storage dtype. llama.cpp's converter permutes the rows of attn_q / attn_k so that its
- * interleaved RoPE applies; we undo that permutation so one (rotate-half) RoPE serves both formats. */
+ * interleaved RoPE applies; we undo that permutation so one (rotate-half) RoPE serves both formats.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,12 +40,12 @@ static ig_status meta_float(const gguf_loader *L, const char *key, float def, fl
 
 static const ig_gguf_tensor *find_tensor(const gguf_loader *L, const char *name, ig_error *err) {
     const ig_gguf_tensor *t = ig_gguf_find_tensor(L->m->gguf, name);
-    if (!t)
-        ig_error_set(err, IG_ERR_NOT_FOUND, "%s: tensor '%s' is missing", L->path, name);
+    if (!t) ig_error_set(err, IG_ERR_NOT_FOUND, "%s: tensor '%s' is missing", L->path, name);
     return t;
 }
 
-/* Inverse of llama.cpp's permute(): GGUF row h*hd + 2i + j holds Hugging Face row h*hd + j*hd/2 + i. */
+/* Inverse of llama.cpp's permute(): GGUF row h*hd + 2i + j holds Hugging Face row h*hd + j*hd/2 +
+ * i. */
 static void unpermute_rows(void *data, size_t row_bytes, int n_heads, int hd, void *tmp) {
     char *base = data;
     size_t head_bytes = row_bytes * (size_t)hd;
@@ -190,9 +191,9 @@ ig_status ig_model_load_gguf(ig_model *m, const char *file, ig_error *err) {
             int64_t rows, cols;
             int permute;
         } mats[] = {
-            {"attn_q", &l->wq, qd, d, c->n_head},     {"attn_k", &l->wk, kvd, d, c->n_kv_head},
-            {"attn_v", &l->wv, kvd, d, 0},            {"attn_output", &l->wo, d, qd, 0},
-            {"ffn_gate", &l->w_gate, f, d, 0},        {"ffn_up", &l->w_up, f, d, 0},
+            {"attn_q", &l->wq, qd, d, c->n_head}, {"attn_k", &l->wk, kvd, d, c->n_kv_head},
+            {"attn_v", &l->wv, kvd, d, 0},        {"attn_output", &l->wo, d, qd, 0},
+            {"ffn_gate", &l->w_gate, f, d, 0},    {"ffn_up", &l->w_up, f, d, 0},
             {"ffn_down", &l->w_down, d, f, 0},
         };
         for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++) {

@@ -38,8 +38,8 @@ static ig_status cfg_int(const cfg_reader *r, const char *key, int has_def, int 
                             r->path, key, json_type_to_name(json_object_get_type(v)));
     int64_t x = json_object_get_int64(v);
     if (x < -(1LL << 31) || x > (1LL << 31) - 1)
-        return ig_error_set(err, IG_ERR_FORMAT, "%s: key '%s': %lld is out of range", r->path,
-                            key, (long long)x);
+        return ig_error_set(err, IG_ERR_FORMAT, "%s: key '%s': %lld is out of range", r->path, key,
+                            (long long)x);
     *out = (int)x;
     return IG_OK;
 }
@@ -175,8 +175,8 @@ static ig_status parse_config(ig_model *m, const cfg_reader *r, ig_error *err) {
         c->rot_dim = c->head_dim;
     } else {
         return ig_error_set(err, IG_ERR_UNSUPPORTED,
-                            "%s: model_type '%s' is not supported (supported: opt, llama)",
-                            r->path, type);
+                            "%s: model_type '%s' is not supported (supported: opt, llama)", r->path,
+                            type);
     }
     c->bos = cfg_token_id(r, "bos_token_id");
     c->eos = cfg_token_id(r, "eos_token_id");
@@ -206,20 +206,22 @@ static ig_status hf_check_float(const hf_loader *L, const ig_st_tensor *t, ig_er
 static void shape_str(const ig_st_tensor *t, char *buf, size_t n) {
     size_t used = (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < t->ndim && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        used +=
+            (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
     if (used < n) snprintf(buf + used, n - used, "]");
 }
 
-static ig_status hf_matrix(hf_loader *L, const char *name, int64_t rows, int64_t cols,
-                           ig_weight *w, ig_error *err) {
+static ig_status hf_matrix(hf_loader *L, const char *name, int64_t rows, int64_t cols, ig_weight *w,
+                           ig_error *err) {
     const ig_st_tensor *t = hf_find(L, name, err);
     if (!t) return IG_ERR_NOT_FOUND;
     IG_TRY(hf_check_float(L, t, err));
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
         char found[128];
         shape_str(t, found, sizeof found);
-        return ig_error_set(err, IG_ERR_SHAPE, "%s: tensor '%s': expected shape [%lld, %lld], found %s",
-                            t->file, name, (long long)rows, (long long)cols, found);
+        return ig_error_set(err, IG_ERR_SHAPE,
+                            "%s: tensor '%s': expected shape [%lld, %lld], found %s", t->file, name,
+                            (long long)rows, (long long)cols, found);
     }
     w->rows = rows;
     w->cols = cols;
@@ -286,9 +288,12 @@ static ig_status load_opt(hf_loader *L, ig_error *err) {
             const float **b;
             int64_t rows, cols;
         } mats[] = {
-            {"self_attn.q_proj", &l->wq, &l->bq, d, d},   {"self_attn.k_proj", &l->wk, &l->bk, d, d},
-            {"self_attn.v_proj", &l->wv, &l->bv, d, d},   {"self_attn.out_proj", &l->wo, &l->bo, d, d},
-            {"fc1", &l->w_up, &l->b_up, f, d},            {"fc2", &l->w_down, &l->b_down, d, f},
+            {"self_attn.q_proj", &l->wq, &l->bq, d, d},
+            {"self_attn.k_proj", &l->wk, &l->bk, d, d},
+            {"self_attn.v_proj", &l->wv, &l->bv, d, d},
+            {"self_attn.out_proj", &l->wo, &l->bo, d, d},
+            {"fc1", &l->w_up, &l->b_up, f, d},
+            {"fc2", &l->w_down, &l->b_down, d, f},
         };
         for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++) {
             snprintf(n, sizeof n, "%slayers.%d.%s.weight", p, i, mats[k].suffix);
@@ -364,8 +369,8 @@ ig_status ig_model_load_hf(ig_model *m, const char *dir, ig_error *err) {
     ig_status rc = ig_read_file(path, &text, NULL, err);
     if (rc != IG_OK) {
         if (!ig_path_exists(path))
-            return ig_error_set(err, IG_ERR_NOT_FOUND,
-                                "%s: not a model directory (no config.json)", dir);
+            return ig_error_set(err, IG_ERR_NOT_FOUND, "%s: not a model directory (no config.json)",
+                                dir);
         return rc;
     }
     enum json_tokener_error jerr = json_tokener_success;
