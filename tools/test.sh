@@ -9,6 +9,14 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 fast=0
 [ "${1:-}" = "--fast" ] && fast=1
 export OMP_WAIT_POLICY=passive
+if command -v clang-format >/dev/null; then
+  unformatted=$(cd "$repo" && git ls-files '*.c' '*.h' '*.cu' | while read -r f; do
+    clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || echo "$f"; done)
+  if [ -n "$unformatted" ]; then
+    echo "test.sh: not clang-formatted (run clang-format -i):" $unformatted >&2
+    exit 1
+  fi
+fi
 "$repo/tools/build.sh" "$repo/build"
 ctest --test-dir "$repo/build" --output-on-failure
 if [ "$fast" = 0 ]; then
