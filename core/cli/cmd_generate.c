@@ -32,11 +32,12 @@ static void help(void) {
 typedef struct stream_state {
     const ig_tokenizer *tok;
     int stream;
+    int32_t hide; /* the end-of-sequence token that stops generation is not printed */
 } stream_state;
 
 static void on_token(void *user, int seq, int32_t token) {
     stream_state *s = user;
-    if (!s->stream || seq != 0) return;
+    if (!s->stream || seq != 0 || token == s->hide) return;
     size_t len = 0;
     const char *b = ig_tokenizer_token_bytes(s->tok, token, &len);
     if (b) fwrite(b, 1, len, stdout);
@@ -187,8 +188,8 @@ int ig_cmd_generate(int argc, char **argv) {
         goto out;
     }
     ig_gen_params gp = {(int)n_new, (float)temperature, (float)top_p, (uint64_t)seed, !ignore_eos};
-    stream_state ss = {tok, !json && n_seq == 1};
-    if (ss.stream) {
+    stream_state ss = {tok, !json && n_seq == 1, ignore_eos ? -1 : cfg->eos};
+    if (ss.stream && !chat) { /* plain continuation: show it after its prompt */
         fwrite(prompts[0], 1, strlen(prompts[0]), stdout);
         fflush(stdout);
     }
@@ -203,8 +204,9 @@ int ig_cmd_generate(int argc, char **argv) {
     json_object *jseqs = json ? json_object_new_array() : NULL;
     for (int i = 0; i < n_seq; i++) {
         char *textout = NULL;
-        if (ig_tokenizer_decode(tok, res[i].tokens, (size_t)res[i].n_tokens, &textout, &err) !=
-            IG_OK) {
+        /* The text leaves out the end-of-sequence token that stopped the sequence. */
+        size_t n_text = (size_t)res[i].n_tokens - (res[i].stopped_at_eos ? 1 : 0);
+        if (ig_tokenizer_decode(tok, res[i].tokens, n_text, &textout, &err) != IG_OK) {
             ig_cli_error("generate", &err);
             if (jo) json_object_put(jo);
             if (jseqs) json_object_put(jseqs);
