@@ -199,7 +199,10 @@ int ig_cmd_generate(int argc, char **argv) {
         ig_cli_error("generate", &err);
         goto out;
     }
-    if (ss.stream) fputc('\n', stdout);
+    if (ss.stream) {
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
     json_object *jo = json ? json_object_new_object() : NULL;
     json_object *jseqs = json ? json_object_new_array() : NULL;
     for (int i = 0; i < n_seq; i++) {
