@@ -403,6 +403,22 @@ static void test_bad_weights(void) {
         IG_ERR_NOT_FOUND, "model.layers.2.", "missing");
     expect_load_error(crafted_dir("truncated", NULL, NULL, 1, 4096), IG_ERR_FORMAT,
                       "model.safetensors", NULL);
+    /* lm_head stored as int32 (same byte size): a float tensor was expected. */
+    const char *dir = crafted_dir("int_dtype", NULL, NULL, 1, -1);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "r+b");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char head[256];
+    CU_ASSERT_EQUAL_FATAL(fread(head, 1, sizeof head, f), sizeof head);
+    static const char key[] = "\"lm_head.weight\":{\"dtype\":\"";
+    char *at = memmem(head, sizeof head, key, sizeof key - 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    CU_ASSERT_FATAL(at[sizeof key - 1] == 'F');
+    fseek(f, (long)(at - head) + (long)(sizeof key - 1), SEEK_SET);
+    fputc('I', f); /* "F32" -> "I32" */
+    fclose(f);
+    expect_load_error(dir, IG_ERR_SHAPE, "'lm_head.weight'", "expected f32/f16/bf16, found i32");
     expect_load_error(crafted_dir("no_tokenizer", NULL, NULL, 0, -1), IG_ERR_NOT_FOUND, "tokenizer",
                       NULL);
 }
