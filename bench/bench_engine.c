@@ -145,7 +145,10 @@ int main(int argc, char **argv) {
     const ig_model_config *c = ig_model_get_config(m);
     int ctx = prompt_len + steps + 1;
     int batch_tokens = prompt_len > max_batch ? prompt_len : max_batch;
-    ig_engine_opts eo = {max_batch, ctx, batch_tokens, threads};
+    ig_engine_opts eo = {.max_seqs = max_batch,
+                         .max_ctx = ctx,
+                         .max_batch_tokens = batch_tokens,
+                         .threads = threads};
     ig_engine *e = NULL;
     if (ig_engine_create(m, &eo, &e, &err) != IG_OK) {
         fprintf(stderr, "bench_engine: %s\n", err.msg);

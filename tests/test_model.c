@@ -76,7 +76,8 @@ static ig_model *load(const char *path, ig_dtype dtype) {
 }
 
 static ig_engine *engine(const ig_model *m, int batch_tokens) {
-    ig_engine_opts o = {N_SEQ, 128, batch_tokens, 2};
+    ig_engine_opts o = {
+        .max_seqs = N_SEQ, .max_ctx = 128, .max_batch_tokens = batch_tokens, .threads = 2};
     ig_engine *e = NULL;
     ig_error err;
     if (ig_engine_create(m, &o, &e, &err) != IG_OK) {
@@ -221,7 +222,7 @@ static void test_storage_dtypes(void) {
 static void test_engine_rejects_bad_batches(void) {
     ig_model *m = load(ig_test_fixture("tiny_llama"), IG_DTYPE_F32);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    ig_engine_opts o = {2, 16, 16, 1};
+    ig_engine_opts o = {.max_seqs = 2, .max_ctx = 16, .max_batch_tokens = 16, .threads = 1};
     ig_engine *e = NULL;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_engine_create(m, &o, &e, &err), IG_OK);
@@ -248,7 +249,7 @@ static void test_engine_rejects_bad_batches(void) {
     CU_ASSERT_EQUAL(ig_engine_seq_len(e, 1), 0);
     ig_engine_free(e);
 
-    ig_engine_opts bad = {0, 16, 16, 1};
+    ig_engine_opts bad = {.max_seqs = 0, .max_ctx = 16, .max_batch_tokens = 16, .threads = 1};
     CU_ASSERT_EQUAL(ig_engine_create(m, &bad, &e, &err), IG_ERR_INVALID_ARG);
     ig_model_free(m);
 }
@@ -269,11 +270,11 @@ static void test_ppl_matches_reference_nll(void) {
     }
     ig_model *m = load(ig_test_fixture("tiny_llama"), IG_DTYPE_F32);
     /* 16 batch tokens: the window is fed in 4 chunks. */
-    ig_engine_opts o = {2, 128, 16, 2};
+    ig_engine_opts o = {.max_seqs = 2, .max_ctx = 128, .max_batch_tokens = 16, .threads = 2};
     ig_engine *e = NULL;
     ig_error err;
     CU_ASSERT_FATAL(m && ig_engine_create(m, &o, &e, &err) == IG_OK);
-    ig_ppl_opts po = {n, 1, 0};
+    ig_ppl_opts po = {.ctx = n, .batch = 1};
     ig_ppl_result res;
     CU_ASSERT_EQUAL_FATAL(ig_ppl_run(e, r.tokens[s], n, &po, NULL, NULL, &res, &err), IG_OK);
     CU_ASSERT_EQUAL(res.windows, 1);

@@ -72,10 +72,10 @@ static void ppl_vs_reference(const char *text_name, const char *ref_name) {
     CU_ASSERT_EQUAL_FATAL(
         ig_tokenizer_encode(tok, text, len, ig_tokenizer_adds_bos(tok), &ids, &n, &err), IG_OK);
     CU_ASSERT_EQUAL((double)n, jnum(ref, "text_tokens"));
-    ig_engine_opts o = {4, ctx, 4 * ctx, 0};
+    ig_engine_opts o = {.max_seqs = 4, .max_ctx = ctx, .max_batch_tokens = 4 * ctx, .threads = 0};
     ig_engine *e = NULL;
     CU_ASSERT_EQUAL_FATAL(ig_engine_create(g_model, &o, &e, &err), IG_OK);
-    ig_ppl_opts po = {ctx, 4, windows};
+    ig_ppl_opts po = {.ctx = ctx, .batch = 4, .max_windows = windows};
     ig_ppl_result res;
     CU_ASSERT_EQUAL_FATAL(ig_ppl_run(e, ids, (int64_t)n, &po, NULL, NULL, &res, &err), IG_OK);
     double want = jnum(ref, "ppl");
@@ -122,7 +122,7 @@ static void test_greedy(void) {
         for (size_t k = 0; k < len && k < json_object_array_length(pi); k++)
             CU_ASSERT_EQUAL(prompts[i][k], json_object_get_int(json_object_array_get_idx(pi, k)));
     }
-    ig_engine_opts o = {n, 256, 256, 0};
+    ig_engine_opts o = {.max_seqs = n, .max_ctx = 256, .max_batch_tokens = 256, .threads = 0};
     ig_engine *e = NULL;
     CU_ASSERT_EQUAL_FATAL(ig_engine_create(g_model, &o, &e, &err), IG_OK);
     ig_gen_params gp = {n_new, 0.0f, 1.0f, 0, 0};

@@ -4,8 +4,12 @@
 
 #include <getopt.h>
 
+#include <json-c/json.h>
+
+#include "core/engine/engine.h"
 #include "core/model/model.h"
 #include "core/status.h"
+#include "policies/policy.h"
 
 /* Exit status for any error: bad input, unusable file, does not fit. */
 #define IG_EXIT_ERROR 2
@@ -51,6 +55,54 @@ enum {
     "  --quiet           no progress lines on stderr\n"                                            \
     "  -h, --help        this help\n"
 
+/* KV-policy options of commands that run one: --policy, --set, --kv-dtype, --kv-access, --recall.
+ */
+#define IG_CLI_POLICY_MAX_SETS 64
+typedef struct ig_cli_policy {
+    const char *name; /* NULL: no policy */
+    const char *sets[IG_CLI_POLICY_MAX_SETS];
+    int n_sets;
+    ig_dtype kv_dtype;
+    ig_kv_access kv_access;
+    int recall;
+    const ig_policy_ops *ops; /* resolved by ig_cli_policy_resolve */
+    ig_policy_params *params; /* owned */
+} ig_cli_policy;
+enum {
+    IG_OPT_POLICY = 1050,
+    IG_OPT_SET,
+    IG_OPT_KV_DTYPE,
+    IG_OPT_KV_ACCESS,
+    IG_OPT_RECALL,
+};
+#define IG_CLI_POLICY_LONGOPTS                                                                     \
+    {"policy", required_argument, NULL, IG_OPT_POLICY},                                            \
+        {"set", required_argument, NULL, IG_OPT_SET},                                              \
+        {"kv-dtype", required_argument, NULL, IG_OPT_KV_DTYPE},                                    \
+        {"kv-access", required_argument, NULL, IG_OPT_KV_ACCESS}, {                                \
+        "recall", no_argument, NULL, IG_OPT_RECALL                                                 \
+    }
+#define IG_CLI_POLICY_HELP                                                                         \
+    "  --policy NAME     KV-cache policy (see 'igen policies'); default: none (dense f32 cache)\n" \
+    "  --set KEY=VALUE   a policy parameter (repeatable)\n"                                        \
+    "  --kv-dtype T      KV rows in the home tier: f32 (default) or f16\n"                         \
+    "  --kv-access A     auto (default), inplace (attend where the rows live) or copy (gather\n"   \
+    "                    into a working set first, as a GPU run does)\n"                           \
+    "  --recall          measure the recall of each selection against the exact top-k\n"
+
+void ig_cli_policy_init(ig_cli_policy *p);
+/* Handles one policy option: 1 if it was one, 0 if not, -1 on a bad value. */
+int ig_cli_policy_opt(ig_cli_policy *p, int opt, const char *arg);
+/* Looks the policy up and parses its settings; prints the error and returns -1 on failure. */
+int ig_cli_policy_resolve(const char *cmd, ig_cli_policy *p);
+void ig_cli_policy_free(ig_cli_policy *p);
+/* Fills the engine options' policy fields. */
+void ig_cli_policy_apply(const ig_cli_policy *p, ig_engine_opts *eo);
+/* Adds "policy", "policy_params", "kv_*" fields (stats of the run) to a JSON object. */
+void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object *o);
+/* One human line with the policy's KV traffic. */
+void ig_cli_policy_print(const ig_cli_policy *p, const ig_engine *e, FILE *f);
+
 void ig_cli_common_init(ig_cli_common *c);
 /* Handles one of the common options; returns 1 if it was one, 0 if not, -1 on a bad value. */
 int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg);
@@ -68,5 +120,6 @@ int ig_cli_stderr_is_tty(void);
 int ig_cmd_generate(int argc, char **argv);
 int ig_cmd_ppl(int argc, char **argv);
 int ig_cmd_info(int argc, char **argv);
+int ig_cmd_policies(int argc, char **argv);
 
 #endif

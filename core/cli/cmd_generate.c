@@ -182,7 +182,10 @@ int ig_cmd_generate(int argc, char **argv) {
     }
     int batch_tokens = total_prompt < 2048 ? total_prompt : 2048;
     if (batch_tokens < n_seq) batch_tokens = n_seq;
-    ig_engine_opts eo = {n_seq, max_prompt + (int)n_new, batch_tokens, com.threads};
+    ig_engine_opts eo = {.max_seqs = n_seq,
+                         .max_ctx = max_prompt + (int)n_new,
+                         .max_batch_tokens = batch_tokens,
+                         .threads = com.threads};
     if (ig_engine_create(m, &eo, &e, &err) != IG_OK) {
         ig_cli_error("generate", &err);
         goto out;

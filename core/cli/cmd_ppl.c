@@ -14,7 +14,7 @@
 static void help(void) {
     printf(
         "usage: igen ppl --text FILE [--model PATH] [--ctx N] [--max-tokens M] [--windows W]\n"
-        "                [--batch B] [--json]\n\n"
+        "                [--batch B] [--json] [--prefill P] [--policy NAME [--set K=V ...]]\n\n"
         "Perplexity of a model on a text file. The text is tokenized whole, cut into\n"
         "non-overlapping windows of --ctx tokens (an incomplete tail is dropped), each window is\n"
         "evaluated from an empty KV cache, and ppl = exp(mean NLL of all predicted tokens, i.e.\n"
@@ -25,7 +25,11 @@ static void help(void) {
         "  --windows W       evaluate only the first W windows\n"
         "  --batch B         windows run together as one batch (default 4)\n"
         "  --json            print one JSON object (ppl, tokens, nll_sum, windows, ...) on "
-        "stdout\n" IG_CLI_COMMON_HELP);
+        "stdout\n"
+        "  --prefill P       decode mode: each window's first P tokens are a prompt, the rest are\n"
+        "                    decoded one token per step (teacher-forced) with the KV policy\n"
+        "                    active; the NLL counts the decode steps' predictions "
+        "only\n" IG_CLI_POLICY_HELP IG_CLI_COMMON_HELP);
 }
 
 typedef struct progress_state {
@@ -45,9 +49,11 @@ static void on_progress(void *user, int done, int total, double elapsed) {
 }
 
 int ig_cmd_ppl(int argc, char **argv) {
-    enum { O_TEXT = IG_OPT_FIRST_FREE, O_CTX, O_MAXTOK, O_WINDOWS, O_BATCH, O_JSON };
+    enum { O_TEXT = IG_OPT_FIRST_FREE, O_CTX, O_MAXTOK, O_WINDOWS, O_BATCH, O_JSON, O_PREFILL };
     static const struct option longopts[] = {
         IG_CLI_COMMON_LONGOPTS,
+        IG_CLI_POLICY_LONGOPTS,
+        {"prefill", required_argument, NULL, O_PREFILL},
         {"text", required_argument, NULL, O_TEXT},
         {"ctx", required_argument, NULL, O_CTX},
         {"max-tokens", required_argument, NULL, O_MAXTOK},
@@ -60,11 +66,14 @@ int ig_cmd_ppl(int argc, char **argv) {
     ig_cli_common com;
     ig_cli_common_init(&com);
     const char *text_path = NULL;
-    long ctx = 0, max_tokens = 0, windows = 0, batch = 4;
+    long ctx = 0, max_tokens = 0, windows = 0, batch = 4, prefill = 0;
+    ig_cli_policy pol;
+    ig_cli_policy_init(&pol);
     int json = 0, opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int r = ig_cli_common_opt(&com, opt, optarg);
+        if (r == 0) r = ig_cli_policy_opt(&pol, opt, optarg);
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
@@ -73,6 +82,10 @@ int ig_cmd_ppl(int argc, char **argv) {
             return 0;
         case O_TEXT:
             text_path = optarg;
+            break;
+        case O_PREFILL:
+            if (ig_cli_parse_int("ppl", "--prefill", optarg, 1, 1 << 20, &prefill))
+                return IG_EXIT_ERROR;
             break;
         case O_CTX:
             if (ig_cli_parse_int("ppl", "--ctx", optarg, 2, 1 << 20, &ctx)) return IG_EXIT_ERROR;
@@ -104,22 +117,26 @@ int ig_cmd_ppl(int argc, char **argv) {
         fprintf(stderr, "igen ppl: --text FILE is required (see 'igen ppl --help')\n");
         return IG_EXIT_ERROR;
     }
+    if (ig_cli_policy_resolve("ppl", &pol) != 0) return IG_EXIT_ERROR;
     ig_error err;
     ig_error_clear(&err);
     char *text = NULL;
     size_t text_len = 0;
     if (ig_read_file(text_path, &text, &text_len, &err) != IG_OK) {
         ig_cli_error("ppl", &err);
+        ig_cli_policy_free(&pol);
         return IG_EXIT_ERROR;
     }
     if (text_len == 0) {
         fprintf(stderr, "igen ppl: %s: the text file is empty\n", text_path);
         free(text);
+        ig_cli_policy_free(&pol);
         return IG_EXIT_ERROR;
     }
     ig_model *m = ig_cli_load_model(&com);
     if (!m) {
         free(text);
+        ig_cli_policy_free(&pol);
         return IG_EXIT_ERROR;
     }
     const ig_model_config *cfg = ig_model_get_config(m);
@@ -151,9 +168,18 @@ int ig_cmd_ppl(int argc, char **argv) {
     }
     int64_t n_win = windows > 0 && windows < avail ? windows : avail;
     if (batch > n_win) batch = n_win;
-    int64_t batch_tokens = batch * ctx;
-    if (batch_tokens > 8192) batch_tokens = 8192 > ctx ? 8192 : ctx;
-    ig_engine_opts eo = {(int)batch, (int)ctx, (int)batch_tokens, com.threads};
+    if (prefill > 0 && prefill >= ctx - 1) {
+        fprintf(stderr, "igen ppl: --prefill %ld leaves nothing to decode in windows of %ld\n",
+                prefill, ctx);
+        goto out;
+    }
+    int64_t batch_tokens = batch * (prefill > 0 ? prefill : ctx);
+    if (prefill == 0 && batch_tokens > 8192) batch_tokens = 8192 > ctx ? 8192 : ctx;
+    ig_engine_opts eo = {.max_seqs = (int)batch,
+                         .max_ctx = (int)ctx,
+                         .max_batch_tokens = (int)batch_tokens,
+                         .threads = com.threads};
+    ig_cli_policy_apply(&pol, &eo);
     if (ig_engine_create(m, &eo, &e, &err) != IG_OK) {
         ig_cli_error("ppl", &err);
         goto out;
@@ -163,7 +189,7 @@ int ig_cmd_ppl(int argc, char **argv) {
                 "ppl: %s: %zu tokens (tokenized in %.2f s), %lld windows of %ld, batch %ld\n",
                 text_path, n_ids, t_tok, (long long)n_win, ctx, batch);
     progress_state ps = {com.quiet, ig_cli_stderr_is_tty(), ctx};
-    ig_ppl_opts po = {(int)ctx, (int)batch, (int)n_win};
+    ig_ppl_opts po = {(int)ctx, (int)batch, (int)n_win, (int)prefill};
     if (ig_ppl_run(e, ids, (int64_t)n_ids, &po, on_progress, &ps, &res, &err) != IG_OK) {
         ig_cli_error("ppl", &err);
         goto out;
@@ -189,11 +215,14 @@ int ig_cmd_ppl(int argc, char **argv) {
         for (int i = 0; i < res.windows; i++)
             json_object_array_add(w, json_object_new_double(res.window_nll[i]));
         json_object_object_add(o, "window_nll", w);
+        json_object_object_add(o, "prefill", json_object_new_int((int)prefill));
+        ig_cli_policy_json(&pol, e, o);
         printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         json_object_put(o);
     } else {
         printf("ppl %.4f  (nll_sum %.4f over %lld predicted tokens, %d windows of %d, %.1f s)\n",
                res.ppl, res.nll_sum, (long long)res.tokens, res.windows, res.ctx, res.seconds);
+        ig_cli_policy_print(&pol, e, stdout);
     }
     rc = 0;
 out:
@@ -202,5 +231,6 @@ out:
     free(ids);
     ig_model_free(m);
     free(text);
+    ig_cli_policy_free(&pol);
     return rc;
 }

@@ -12,6 +12,7 @@ static const struct {
     {"generate", ig_cmd_generate, "generate text from a prompt (greedy or sampled)"},
     {"ppl", ig_cmd_ppl, "perplexity of a model on a text file"},
     {"info", ig_cmd_info, "print a model's configuration and memory use"},
+    {"policies", ig_cmd_policies, "list the KV-cache policies and their parameters"},
 };
 
 static const char *command_list(void) {

@@ -7,32 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/engine/engine_internal.h"
 #include "core/log.h"
 #include "kernels/cpu/cpu_kernels.h"
-
-struct ig_engine {
-    const ig_model *model;
-    ig_model_config cfg;
-    ig_engine_opts opts;
-    int *seq_len;    /* [max_seqs] tokens in each slot's cache */
-    float **k_cache; /* [n_layer] -> [max_seqs][n_kv_head][max_ctx][head_dim] */
-    float **v_cache;
-    size_t slot_floats; /* floats per (layer, slot) */
-    /* activations, [max_batch_tokens][...] */
-    float *x, *h, *q, *k, *v, *att, *f1, *f2, *hidden;
-    int32_t *ids, *pos;
-    float *attn_ws;
-    size_t attn_ws_floats;
-    float *rope_cos, *rope_sin;
-    /* the last forward's layout */
-    int64_t n_rows;
-    ig_seq_tokens *cur; /* [max_seqs] copy of the call's sequences */
-    int64_t *row0;      /* [max_seqs] first row of each sequence */
-    int *p0;            /* [max_seqs] cache length before the call */
-    int n_cur;
-    unsigned char *slot_seen; /* [max_seqs] */
-    ig_engine_stats stats;
-};
 
 static float *alloc_f(size_t n, ig_error *err) {
     return ig_aligned_alloc(n * sizeof(float), err);
@@ -80,7 +57,7 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
         rc = IG_ERR_NOMEM;
         goto fail;
     }
-    for (int l = 0; l < c->n_layer; l++) {
+    for (int l = 0; l < c->n_layer && !o.policy; l++) {
         e->k_cache[l] = alloc_f(cache_floats, err);
         e->v_cache[l] = alloc_f(cache_floats, err);
         if (!e->k_cache[l] || !e->v_cache[l]) {
@@ -119,6 +96,10 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
         }
         ig_cpu_rope_table(c->rope_theta, c->rot_dim, o.max_ctx, e->rope_cos, e->rope_sin);
     }
+    if (o.policy) {
+        rc = ig_kv_run_create(e, err);
+        if (rc != IG_OK) goto fail;
+    }
     *out = e;
     return IG_OK;
 fail:
@@ -128,6 +109,7 @@ fail:
 
 void ig_engine_free(ig_engine *e) {
     if (!e) return;
+    ig_kv_run_free(e->kv);
     if (e->k_cache)
         for (int l = 0; l < e->cfg.n_layer; l++) free(e->k_cache[l]);
     if (e->v_cache)
@@ -267,6 +249,7 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
     double t_start = ig_time_s();
     double lin0 = e->stats.linear_s, att0 = e->stats.attention_s;
 
+    if (e->kv) ig_kv_call_begin(e);
     ig_weight te = ig_model_tok_embd(e->model);
     ig_cpu_embed(te.data, te.dtype, c->d_model, e->ids, T, e->x);
     if (c->arch == IG_ARCH_OPT) {
@@ -280,6 +263,7 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
     for (int l = 0; l < c->n_layer; l++) {
         const ig_layer *L = ig_model_layer(e->model, l);
         norm(e, e->x, L->attn_norm_w, L->attn_norm_b, T, e->h);
+        if (e->kv) ig_kv_layer_begin(e, l);
         linear(e, e->h, T, &L->wq, L->bq, e->q);
         linear(e, e->h, T, &L->wk, L->bk, e->k);
         linear(e, e->h, T, &L->wv, L->bv, e->v);
@@ -289,8 +273,14 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
             ig_cpu_rope(e->k, T, c->n_kv_head, c->head_dim, c->rot_dim, e->pos, e->rope_cos,
                         e->rope_sin);
         }
-        store_kv(e, l);
-        attention(e, l);
+        if (e->kv) {
+            double t_kv = ig_time_s();
+            ig_kv_layer_attention(e, l);
+            e->stats.attention_s += ig_time_s() - t_kv;
+        } else {
+            store_kv(e, l);
+            attention(e, l);
+        }
         linear(e, e->att, T, &L->wo, L->bo, e->h);
         ig_cpu_add(e->x, e->h, (int64_t)(T * (int64_t)d));
         norm(e, e->x, L->ffn_norm_w, L->ffn_norm_b, T, e->h);
@@ -346,6 +336,7 @@ int ig_engine_seq_len(const ig_engine *e, int slot) {
 }
 void ig_engine_seq_reset(ig_engine *e, int slot) {
     e->seq_len[slot] = 0;
+    if (e->kv) ig_kv_run_reset_slot(e, slot);
 }
 const ig_engine_opts *ig_engine_get_opts(const ig_engine *e) {
     return &e->opts;
@@ -358,6 +349,28 @@ ig_engine_stats ig_engine_get_stats(const ig_engine *e) {
 }
 void ig_engine_reset_stats(ig_engine *e) {
     memset(&e->stats, 0, sizeof e->stats);
+    if (e->kv) ig_kv_run_reset_stats(e->kv);
+}
+
+ig_kv_stats ig_engine_get_kv_stats(const ig_engine *e) {
+    ig_kv_stats z;
+    memset(&z, 0, sizeof z);
+    return e->kv ? ig_kv_run_stats(e->kv) : z;
+}
+
+size_t ig_engine_kv_home_bytes(const ig_engine *e) {
+    if (e->kv) return ig_kv_run_home_bytes(e->kv);
+    size_t n = 0;
+    for (int s = 0; s < e->opts.max_seqs; s++) n += (size_t)e->seq_len[s];
+    return n * ig_engine_kv_bytes_per_token(e);
+}
+
+size_t ig_engine_kv_device_bytes(const ig_engine *e) {
+    return e->kv ? ig_kv_run_device_bytes(e->kv) : 0;
+}
+
+void *ig_engine_policy_state(const ig_engine *e) {
+    return e->kv ? ig_kv_run_policy_state(e->kv) : NULL;
 }
 
 size_t ig_engine_kv_bytes_per_token(const ig_engine *e) {

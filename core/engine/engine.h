@@ -10,15 +10,42 @@
 
 #include "core/model/model.h"
 #include "core/status.h"
+#include "policies/policy.h"
 
 typedef struct ig_engine ig_engine;
+
+typedef enum ig_kv_access {
+    IG_KV_ACCESS_AUTO = 0,    /* in place where the home rows are f32, else copy */
+    IG_KV_ACCESS_INPLACE = 1, /* attention reads the selected home rows where they are */
+    IG_KV_ACCESS_COPY = 2,    /* selected rows are copied into a working set first (a GPU run) */
+} ig_kv_access;
 
 typedef struct ig_engine_opts {
     int max_seqs;         /* KV-cache slots (sequences alive at once) */
     int max_ctx;          /* tokens per slot */
     int max_batch_tokens; /* new tokens per forward call, all sequences together */
     int threads;          /* <= 0: all cores */
+    /* KV policy (NULL: the plain dense f32 cache, no policy machinery). With a policy, the KV cache
+     * lives in a home tier (offload/kv_home) and attention runs over the policy's selection. */
+    const ig_policy_ops *policy;
+    const ig_policy_params *policy_params;
+    ig_dtype kv_dtype; /* home rows of raw codecs: f32 (default when 0) or f16 */
+    ig_kv_access kv_access;
+    int recall; /* measure recall of each selection against the exact top-k (costs time) */
 } ig_engine_opts;
+
+/* KV traffic and time, accumulated over decode tokens (one token of one sequence) since create or
+ * the last reset. "h2d" is what a GPU run moves home -> device (selected rows, encoded); "read" is
+ * what this run actually read to compute attention. */
+typedef struct ig_kv_stats {
+    int64_t decode_tokens, decode_calls;
+    double h2d_bytes, d2h_bytes, read_bytes, prefill_d2h_bytes;
+    double selected_rows, resident_rows, context_rows; /* summed over (token, layer, KV head) */
+    double select_s, transfer_s, attention_s, store_s, recall_s;
+    double recall_sum;
+    int64_t recall_n;
+    int64_t evictions;
+} ig_kv_stats;
 
 /* New tokens for one sequence in a forward call. */
 typedef struct ig_seq_tokens {
@@ -54,6 +81,13 @@ const ig_engine_opts *ig_engine_get_opts(const ig_engine *e);
 const ig_model *ig_engine_model(const ig_engine *e);
 ig_engine_stats ig_engine_get_stats(const ig_engine *e);
 void ig_engine_reset_stats(ig_engine *e);
+ig_kv_stats ig_engine_get_kv_stats(const ig_engine *e);
+/* KV bytes resident now: home tier entries in use, and the working set plus policy metadata that a
+ * GPU run would hold on the device. */
+size_t ig_engine_kv_home_bytes(const ig_engine *e);
+size_t ig_engine_kv_device_bytes(const ig_engine *e);
+/* The policy's state (NULL without a policy), for tests and tools that inspect a policy. */
+void *ig_engine_policy_state(const ig_engine *e);
 /* Bytes of KV cache allocated, and bytes used by a sequence of n tokens. */
 size_t ig_engine_kv_bytes(const ig_engine *e);
 size_t ig_engine_kv_bytes_per_token(const ig_engine *e);

@@ -12,12 +12,16 @@ typedef struct ig_ppl_opts {
     int ctx;         /* window length in tokens */
     int batch;       /* windows per forward call (<= engine slots) */
     int max_windows; /* <= 0: all complete windows */
+    /* > 0: decode mode. Each window's first `prefill` tokens are a prompt; the rest are decoded one
+     * token per step (teacher-forced) with the engine's KV policy active, and the NLL is counted
+     * over the predictions those decode steps make (tokens prefill+1 .. ctx-1 of each window). */
+    int prefill;
 } ig_ppl_opts;
 
 typedef struct ig_ppl_result {
     double ppl;
     double nll_sum;
-    int64_t tokens; /* predicted tokens: windows * (ctx - 1) */
+    int64_t tokens; /* predicted tokens: windows * (ctx - 1), or windows * (ctx - 1 - prefill) */
     int windows;
     int ctx;
     double seconds;

@@ -1,0 +1,151 @@
+/* Policy options shared by the commands that run a KV policy, and their result fields. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/cli/cli.h"
+
+void ig_cli_policy_init(ig_cli_policy *p) {
+    memset(p, 0, sizeof *p);
+    p->kv_dtype = IG_DTYPE_F32;
+    p->kv_access = IG_KV_ACCESS_AUTO;
+}
+
+int ig_cli_policy_opt(ig_cli_policy *p, int opt, const char *arg) {
+    switch (opt) {
+    case IG_OPT_POLICY:
+        p->name = arg;
+        return 1;
+    case IG_OPT_SET:
+        if (p->n_sets == IG_CLI_POLICY_MAX_SETS) {
+            fprintf(stderr, "igen: at most %d --set options\n", IG_CLI_POLICY_MAX_SETS);
+            return -1;
+        }
+        p->sets[p->n_sets++] = arg;
+        return 1;
+    case IG_OPT_KV_DTYPE: {
+        int t = ig_dtype_from_name(arg);
+        if (t != IG_DTYPE_F32 && t != IG_DTYPE_F16) {
+            fprintf(stderr, "igen: --kv-dtype: '%s' is not one of f32, f16\n", arg);
+            return -1;
+        }
+        p->kv_dtype = (ig_dtype)t;
+        return 1;
+    }
+    case IG_OPT_KV_ACCESS:
+        if (!strcmp(arg, "auto"))
+            p->kv_access = IG_KV_ACCESS_AUTO;
+        else if (!strcmp(arg, "inplace"))
+            p->kv_access = IG_KV_ACCESS_INPLACE;
+        else if (!strcmp(arg, "copy"))
+            p->kv_access = IG_KV_ACCESS_COPY;
+        else {
+            fprintf(stderr, "igen: --kv-access: '%s' is not one of auto, inplace, copy\n", arg);
+            return -1;
+        }
+        return 1;
+    case IG_OPT_RECALL:
+        p->recall = 1;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int ig_cli_policy_resolve(const char *cmd, ig_cli_policy *p) {
+    if (!p->name) {
+        if (p->n_sets > 0 || p->recall) {
+            fprintf(stderr, "igen %s: --set and --recall need --policy NAME\n", cmd);
+            return -1;
+        }
+        return 0;
+    }
+    p->ops = ig_policy_find(p->name);
+    if (!p->ops) {
+        char names[512] = "";
+        const ig_policy_ops *const *all = ig_policy_list();
+        for (int i = 0; all[i]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     all[i]->name);
+        fprintf(stderr, "igen %s: unknown policy '%s' (policies: %s)\n", cmd, p->name, names);
+        return -1;
+    }
+    ig_error err;
+    ig_error_clear(&err);
+    if (ig_policy_params_parse(p->ops, p->sets, p->n_sets, &p->params, &err) != IG_OK) {
+        fprintf(stderr, "igen %s: %s\n", cmd, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void ig_cli_policy_free(ig_cli_policy *p) {
+    ig_policy_params_free(p->params);
+    p->params = NULL;
+}
+
+void ig_cli_policy_apply(const ig_cli_policy *p, ig_engine_opts *eo) {
+    eo->policy = p->ops;
+    eo->policy_params = p->params;
+    eo->kv_dtype = p->kv_dtype;
+    eo->kv_access = p->kv_access;
+    eo->recall = p->recall;
+}
+
+static double per(double x, double n) {
+    return n > 0 ? x / n : 0;
+}
+
+void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object *o) {
+    char buf[1024];
+    json_object_object_add(o, "policy", json_object_new_string(p->ops ? p->ops->name : "none"));
+    json_object_object_add(
+        o, "policy_params",
+        json_object_new_string(p->params ? ig_policy_params_describe(p->params, buf, sizeof buf)
+                                         : ""));
+    json_object_object_add(o, "kv_dtype", json_object_new_string(ig_dtype_name(p->kv_dtype)));
+    static const char *acc[] = {"auto", "inplace", "copy"};
+    json_object_object_add(o, "kv_access", json_object_new_string(acc[p->kv_access]));
+    ig_kv_stats s = ig_engine_get_kv_stats(e);
+    double tok = (double)s.decode_tokens;
+    json_object_object_add(o, "kv_decode_tokens", json_object_new_int64(s.decode_tokens));
+    json_object_object_add(o, "kv_home_bytes",
+                           json_object_new_int64((int64_t)ig_engine_kv_home_bytes(e)));
+    json_object_object_add(o, "kv_device_bytes",
+                           json_object_new_int64((int64_t)ig_engine_kv_device_bytes(e)));
+    json_object_object_add(o, "kv_h2d_bytes_per_token",
+                           json_object_new_double(per(s.h2d_bytes, tok)));
+    json_object_object_add(o, "kv_h2d_bytes_per_step",
+                           json_object_new_double(per(s.h2d_bytes, (double)s.decode_calls)));
+    json_object_object_add(o, "kv_d2h_bytes_per_token",
+                           json_object_new_double(per(s.d2h_bytes, tok)));
+    json_object_object_add(o, "kv_read_bytes_per_token",
+                           json_object_new_double(per(s.read_bytes, tok)));
+    json_object_object_add(o, "kv_prefill_d2h_bytes", json_object_new_double(s.prefill_d2h_bytes));
+    json_object_object_add(o, "kv_fetch_fraction",
+                           json_object_new_double(per(s.selected_rows, s.resident_rows)));
+    json_object_object_add(o, "kv_context_fraction",
+                           json_object_new_double(per(s.selected_rows, s.context_rows)));
+    json_object_object_add(o, "kv_resident_fraction",
+                           json_object_new_double(per(s.resident_rows, s.context_rows)));
+    json_object_object_add(o, "kv_evictions", json_object_new_int64(s.evictions));
+    json_object_object_add(o, "time_select_s", json_object_new_double(s.select_s));
+    json_object_object_add(o, "time_transfer_s", json_object_new_double(s.transfer_s));
+    json_object_object_add(o, "time_attention_s", json_object_new_double(s.attention_s));
+    json_object_object_add(o, "time_store_s", json_object_new_double(s.store_s));
+    if (s.recall_n > 0)
+        json_object_object_add(o, "recall",
+                               json_object_new_double(s.recall_sum / (double)s.recall_n));
+}
+
+void ig_cli_policy_print(const ig_cli_policy *p, const ig_engine *e, FILE *f) {
+    if (!p->ops) return;
+    ig_kv_stats s = ig_engine_get_kv_stats(e);
+    double tok = (double)s.decode_tokens;
+    fprintf(f,
+            "kv: policy %s, %.0f KiB moved home->device per decode token (%.1f%% of resident rows, "
+            "%.1f%% of context), %lld evictions",
+            p->ops->name, per(s.h2d_bytes, tok) / 1024, 100 * per(s.selected_rows, s.resident_rows),
+            100 * per(s.selected_rows, s.context_rows), (long long)s.evictions);
+    if (s.recall_n > 0) fprintf(f, ", recall %.3f", s.recall_sum / (double)s.recall_n);
+    fputc('\n', f);
+}

@@ -1,0 +1,641 @@
+/* The forward pass's KV path when a policy is active. Per layer: the policy selects entries (ahead,
+ * from the previous layer's attention input, or at the layer from its queries), the selected rows
+ * are read in place from the home tier or copied into a working set, attention runs over them plus
+ * the new tokens' rows, the policy observes the probabilities, and the new rows are stored into the
+ * home tier, evicting the policy's victims when it is full. Every byte a GPU run would move is
+ * counted here; the policy itself never touches KV bytes. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine/engine_internal.h"
+#include "core/log.h"
+#include "kernels/cpu/attention_gather.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+struct ig_kv_run {
+    const ig_policy_ops *ops;
+    void *st;
+    ig_policy_caps caps;
+    ig_kv_home *home;
+    int64_t cap; /* entries per (layer, slot, KV head) */
+    int contig;  /* dense, f32 rows, never evicts: plain causal attention over the home table */
+    int inplace; /* sparse attention reads f32 home rows through index lists */
+    int L, S, G, H, hd, d;
+    int max_new;
+    size_t row_bytes;
+    int32_t *sel_e[2];        /* [S][G][cap] selection per layer parity */
+    int64_t *sel_n[2];        /* [S][G] */
+    unsigned char *sel_ok[2]; /* [S] selection filled for this layer */
+    float *ws_k[2], *ws_v[2]; /* copy mode: [S][G][cap][hd] */
+    float *pf_k, *pf_v;       /* prefill: [G][cap + max_new][hd] */
+    float *colsum;            /* [H][cap + max_new] */
+    float *gws;
+    size_t gws_floats;
+    float *probs; /* [H][cap + 1] */
+    int64_t probs_stride;
+    float *extra_k, *extra_v; /* [G][hd]: the new row as the codec would return it */
+    ig_entries_view *views;   /* [S][G] */
+    ig_selection *sels;       /* [S]: the decode sequences' selections, in call order */
+    int n_dec;
+    int *dec; /* indices into e->cur of the call's decode sequences */
+    int *dec_slots;
+    float *xsel; /* [S][d] */
+    float *qsel; /* [S][H][hd] */
+    int32_t *victims;
+    int32_t *all_idx; /* [cap] */
+    float *shadow_k;  /* recall: [L][S][G][max_ctx][hd] */
+    float *rscore;
+    unsigned char *rmark;
+    ig_kv_stats stats;
+};
+
+static float *falloc(size_t n, ig_error *err) {
+    return ig_aligned_alloc(n * sizeof(float), err);
+}
+
+static float dotf(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* The k-th largest of x[0..n) (1 <= k <= n), by quickselect on a copy in tmp[n]. */
+static float kth_largest(const float *x, int64_t n, int64_t k, float *tmp) {
+    memcpy(tmp, x, (size_t)n * sizeof(float));
+    int64_t lo = 0, hi = n - 1, want = k - 1; /* index in descending order */
+    while (lo < hi) {
+        float pivot = tmp[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (tmp[i] > pivot) i++;
+            while (tmp[j] < pivot) j--;
+            if (i <= j) {
+                float t = tmp[i];
+                tmp[i++] = tmp[j];
+                tmp[j--] = t;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
+    }
+    return tmp[want];
+}
+
+ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
+    const ig_engine_opts *o = &e->opts;
+    const ig_model_config *c = &e->cfg;
+    const ig_policy_ops *ops = o->policy;
+    if (ops->version != IG_POLICY_API_VERSION || !ops->init || !ops->fini || !ops->capacity)
+        return ig_error_set(err, IG_ERR_INTERNAL,
+                            "policy %s: API version %d or required hooks do not match this build",
+                            ops->name, ops->version);
+    if (o->kv_dtype != IG_DTYPE_F32 && o->kv_dtype != IG_DTYPE_F16)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "KV dtype %s is not supported (f32 or f16)",
+                            ig_dtype_name(o->kv_dtype));
+    ig_kv_run *r = ig_calloc(1, sizeof *r, err);
+    if (!r) return IG_ERR_NOMEM;
+    e->kv = r;
+    r->ops = ops;
+    r->L = c->n_layer;
+    r->S = o->max_seqs;
+    r->G = c->n_kv_head;
+    r->H = c->n_head;
+    r->hd = c->head_dim;
+    r->d = c->d_model;
+    r->max_new = o->max_batch_tokens;
+    r->st = ig_calloc(1, ops->state_size ? ops->state_size : 1, err);
+    if (!r->st) return IG_ERR_NOMEM;
+    ig_policy_env env = {e->model, c, o->max_seqs, o->max_ctx, o->kv_dtype};
+    r->caps.codec.kind = o->kv_dtype == IG_DTYPE_F16 ? IG_KV_CODEC_F16 : IG_KV_CODEC_F32;
+    ig_policy_params *own_params = NULL;
+    const ig_policy_params *params = o->policy_params;
+    if (!params) {
+        IG_TRY(ig_policy_params_parse(ops, NULL, 0, &own_params, err));
+        params = own_params;
+    }
+    ig_status rc = ops->init(r->st, &env, params, &r->caps, err);
+    ig_policy_params_free(own_params);
+    if (rc != IG_OK) {
+        /* fini is not called for a failed init: the policy cleans up after itself */
+        free(r->st);
+        r->st = NULL;
+        return rc;
+    }
+    int64_t cap = 1;
+    for (int l = 0; l < r->L; l++) {
+        int64_t cl = ops->capacity(r->st, l, o->max_ctx);
+        if (cl > cap) cap = cl;
+    }
+    if (cap > o->max_ctx) cap = o->max_ctx;
+    r->cap = cap;
+    ig_kv_home_opts ho = {r->L, r->S, r->G, r->hd, cap, r->caps.codec};
+    IG_TRY(ig_kv_home_create(&ho, &r->home, err));
+    r->row_bytes = ig_kv_home_row_bytes(r->home);
+    int never_evicts = 1;
+    for (int l = 0; l < r->L; l++)
+        if (ops->capacity(r->st, l, o->max_ctx) < o->max_ctx) never_evicts = 0;
+    int f32_rows = r->caps.codec.kind == IG_KV_CODEC_F32;
+    ig_kv_access acc = o->kv_access;
+    r->contig = r->caps.dense && never_evicts && f32_rows && acc != IG_KV_ACCESS_COPY;
+    r->inplace = f32_rows && acc != IG_KV_ACCESS_COPY;
+    if (acc == IG_KV_ACCESS_INPLACE && !f32_rows)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy %s stores encoded KV rows: in-place attention needs f32 rows "
+                            "(use copy access)",
+                            ops->name);
+
+    size_t S = (size_t)r->S, G = (size_t)r->G, H = (size_t)r->H, hd = (size_t)r->hd;
+    size_t capz = (size_t)cap, pf_rows = capz + (size_t)r->max_new;
+    for (int b = 0; b < 2; b++) {
+        r->sel_e[b] = ig_malloc(S * G * capz * sizeof(int32_t), err);
+        r->sel_n[b] = ig_calloc(S * G, sizeof(int64_t), err);
+        r->sel_ok[b] = ig_calloc(S, 1, err);
+        if (!r->sel_e[b] || !r->sel_n[b] || !r->sel_ok[b]) return IG_ERR_NOMEM;
+        if (!r->inplace) {
+            r->ws_k[b] = falloc(S * G * capz * hd, err);
+            r->ws_v[b] = falloc(S * G * capz * hd, err);
+            if (!r->ws_k[b] || !r->ws_v[b]) return IG_ERR_NOMEM;
+        }
+    }
+    r->pf_k = falloc(G * pf_rows * hd, err);
+    r->pf_v = falloc(G * pf_rows * hd, err);
+    r->colsum = falloc(H * pf_rows, err);
+    r->probs_stride = (int64_t)capz + 1;
+    r->probs = falloc(H * (size_t)r->probs_stride, err);
+    r->gws_floats =
+        ig_cpu_attention_gather_ws_floats(r->H, (int64_t)capz + 1, ig_cpu_get_threads());
+    r->gws = falloc(r->gws_floats, err);
+    r->extra_k = falloc(G * hd, err);
+    r->extra_v = falloc(G * hd, err);
+    r->views = ig_calloc(S * G, sizeof *r->views, err);
+    r->sels = ig_calloc(S, sizeof *r->sels, err);
+    r->dec = ig_calloc(S, sizeof(int), err);
+    r->dec_slots = ig_calloc(S, sizeof(int), err);
+    r->xsel = falloc(S * (size_t)r->d, err);
+    r->qsel = falloc(S * H * hd, err);
+    r->victims = ig_malloc((capz + 1) * sizeof(int32_t), err);
+    r->all_idx = ig_malloc(capz * sizeof(int32_t), err);
+    if (!r->pf_k || !r->pf_v || !r->colsum || !r->probs || !r->gws || !r->extra_k || !r->extra_v ||
+        !r->views || !r->sels || !r->dec || !r->dec_slots || !r->xsel || !r->qsel || !r->victims ||
+        !r->all_idx)
+        return IG_ERR_NOMEM;
+    if (o->recall) {
+        r->shadow_k = falloc((size_t)r->L * S * G * (size_t)o->max_ctx * hd, err);
+        r->rscore = falloc(2 * (size_t)o->max_ctx, err);
+        r->rmark = ig_calloc((size_t)o->max_ctx, 1, err);
+        if (!r->shadow_k || !r->rscore || !r->rmark) return IG_ERR_NOMEM;
+    }
+    return IG_OK;
+}
+
+void ig_kv_run_free(ig_kv_run *r) {
+    if (!r) return;
+    if (r->st && r->ops) r->ops->fini(r->st);
+    free(r->st);
+    ig_kv_home_free(r->home);
+    for (int b = 0; b < 2; b++) {
+        free(r->sel_e[b]);
+        free(r->sel_n[b]);
+        free(r->sel_ok[b]);
+        free(r->ws_k[b]);
+        free(r->ws_v[b]);
+    }
+    free(r->pf_k);
+    free(r->pf_v);
+    free(r->colsum);
+    free(r->probs);
+    free(r->gws);
+    free(r->extra_k);
+    free(r->extra_v);
+    free(r->views);
+    free(r->sels);
+    free(r->dec);
+    free(r->dec_slots);
+    free(r->xsel);
+    free(r->qsel);
+    free(r->victims);
+    free(r->all_idx);
+    free(r->shadow_k);
+    free(r->rscore);
+    free(r->rmark);
+    free(r);
+}
+
+void ig_kv_run_reset_slot(ig_engine *e, int slot) {
+    ig_kv_run *r = e->kv;
+    ig_kv_home_reset_slot(r->home, slot);
+    if (r->ops->reset_slot) r->ops->reset_slot(r->st, slot);
+}
+
+ig_kv_stats ig_kv_run_stats(const ig_kv_run *r) {
+    return r->stats;
+}
+void ig_kv_run_reset_stats(ig_kv_run *r) {
+    memset(&r->stats, 0, sizeof r->stats);
+}
+size_t ig_kv_run_home_bytes(const ig_kv_run *r) {
+    return ig_kv_home_resident_bytes(r->home);
+}
+void *ig_kv_run_policy_state(const ig_kv_run *r) {
+    return r->st;
+}
+
+size_t ig_kv_run_device_bytes(const ig_kv_run *r) {
+    /* The working set of one layer being computed plus one being prefetched, for every slot at the
+     * policy's capacity, plus the policy's own device metadata. */
+    size_t ws =
+        2 * 2 * (size_t)r->S * (size_t)r->G * (size_t)r->cap * (size_t)r->hd * sizeof(float);
+    return ws + (r->ops->device_bytes ? r->ops->device_bytes(r->st) : 0);
+}
+
+static int is_decode(const ig_engine *e, int s) {
+    return e->cur[s].n_tokens == 1 && e->p0[s] > 0;
+}
+
+void ig_kv_call_begin(ig_engine *e) {
+    ig_kv_run *r = e->kv;
+    r->n_dec = 0;
+    for (int s = 0; s < e->n_cur; s++)
+        if (is_decode(e, s)) {
+            r->dec[r->n_dec] = s;
+            r->dec_slots[r->n_dec] = e->cur[s].slot;
+            r->n_dec++;
+        }
+    memset(r->sel_ok[0], 0, (size_t)r->S);
+    memset(r->sel_ok[1], 0, (size_t)r->S);
+    if (r->n_dec > 0) r->stats.decode_calls++;
+}
+
+static void fill_views(ig_engine *e, int layer) {
+    ig_kv_run *r = e->kv;
+    for (int i = 0; i < r->n_dec; i++) {
+        int s = r->dec[i], slot = e->cur[s].slot;
+        for (int g = 0; g < r->G; g++) {
+            ig_entries_view *v = &r->views[(size_t)i * (size_t)r->G + (size_t)g];
+            v->pos = ig_kv_home_pos(r->home, layer, slot, g);
+            v->high_water = ig_kv_home_high_water(r->home, layer, slot, g);
+            v->n_used = ig_kv_home_n_used(r->home, layer, slot, g);
+            v->n_tokens = e->p0[s];
+        }
+    }
+}
+
+static ig_selection selection_of(ig_kv_run *r, int buf, int slot) {
+    ig_selection sel = {r->sel_e[buf] + (size_t)slot * (size_t)r->G * (size_t)r->cap,
+                        r->sel_n[buf] + (size_t)slot * (size_t)r->G, r->cap};
+    return sel;
+}
+
+/* Checks a policy's selection: entries in range, in use, ascending. A broken selection is a bug in
+ * the policy, not bad input. */
+static void check_selection(ig_kv_run *r, int layer, int slot, const ig_selection *sel) {
+    for (int g = 0; g < r->G; g++) {
+        const int32_t *pos = ig_kv_home_pos(r->home, layer, slot, g);
+        int64_t hw = ig_kv_home_high_water(r->home, layer, slot, g);
+        IG_ASSERT(sel->n[g] >= 0 && sel->n[g] <= hw);
+        const int32_t *ent = sel->entries + (size_t)g * (size_t)sel->max_per_head;
+        for (int64_t j = 0; j < sel->n[g]; j++) {
+            IG_ASSERT(ent[j] >= 0 && ent[j] < hw && pos[ent[j]] >= 0);
+            IG_ASSERT(j == 0 || ent[j] > ent[j - 1]);
+        }
+    }
+}
+
+/* Dense selection: every entry in use, ascending. */
+static void select_all(ig_kv_run *r, int layer, int slot, ig_selection *sel) {
+    for (int g = 0; g < r->G; g++) {
+        const int32_t *pos = ig_kv_home_pos(r->home, layer, slot, g);
+        int64_t hw = ig_kv_home_high_water(r->home, layer, slot, g), n = 0;
+        int32_t *ent = sel->entries + (size_t)g * (size_t)sel->max_per_head;
+        for (int64_t i = 0; i < hw; i++)
+            if (pos[i] >= 0) ent[n++] = (int32_t)i;
+        sel->n[g] = n;
+    }
+}
+
+/* Copy mode: the selected rows of (layer, slot) into the working set (decoded to f32). */
+static void gather(ig_engine *e, int layer, int buf, int slot) {
+    ig_kv_run *r = e->kv;
+    ig_selection sel = selection_of(r, buf, slot);
+    double t0 = ig_time_s();
+    for (int g = 0; g < r->G; g++) {
+        size_t off = ((size_t)slot * (size_t)r->G + (size_t)g) * (size_t)r->cap * (size_t)r->hd;
+        ig_kv_home_read(r->home, layer, slot, g, sel.entries + (size_t)g * (size_t)r->cap, sel.n[g],
+                        r->ws_k[buf] + off, r->ws_v[buf] + off);
+    }
+    r->stats.transfer_s += ig_time_s() - t0;
+}
+
+static void run_select_ahead(ig_engine *e, int layer) {
+    ig_kv_run *r = e->kv;
+    int buf = layer & 1;
+    double t0 = ig_time_s();
+    fill_views(e, layer);
+    for (int i = 0; i < r->n_dec; i++) {
+        int s = r->dec[i];
+        memcpy(r->xsel + (size_t)i * (size_t)r->d, e->h + (size_t)e->row0[s] * (size_t)r->d,
+               (size_t)r->d * sizeof(float));
+    }
+    for (int i = 0; i < r->n_dec; i++) r->sels[i] = selection_of(r, buf, r->dec_slots[i]);
+    r->ops->select_ahead(r->st, layer, r->n_dec, r->dec_slots, r->xsel, r->views, r->sels);
+    r->stats.select_s += ig_time_s() - t0;
+    for (int i = 0; i < r->n_dec; i++) {
+        int slot = r->dec_slots[i];
+        ig_selection sel = selection_of(r, buf, slot);
+        check_selection(r, layer, slot, &sel);
+        r->sel_ok[buf][slot] = 1;
+        if (!r->inplace) gather(e, layer, buf, slot);
+    }
+}
+
+void ig_kv_layer_begin(ig_engine *e, int layer) {
+    ig_kv_run *r = e->kv;
+    if (r->n_dec == 0 || r->caps.dense || !r->ops->select_ahead) return;
+    if (layer == 0) run_select_ahead(e, 0);
+    if (layer + 1 < r->L) run_select_ahead(e, layer + 1);
+}
+
+/* Makes room for one more entry in (layer, slot, head) for a sequence of n_after tokens. */
+static void ensure_room(ig_engine *e, int layer, int slot, int head, int64_t n_after) {
+    ig_kv_run *r = e->kv;
+    int64_t cap = r->ops->capacity(r->st, layer, n_after);
+    if (cap > r->cap) cap = r->cap;
+    IG_ASSERT(cap >= 1);
+    int64_t used = ig_kv_home_n_used(r->home, layer, slot, head);
+    if (used + 1 <= cap) return;
+    int want = (int)(used + 1 - cap);
+    IG_ASSERT(r->ops->evict != NULL); /* a policy that limits capacity must choose victims */
+    ig_entries_view v = {ig_kv_home_pos(r->home, layer, slot, head),
+                         ig_kv_home_high_water(r->home, layer, slot, head), used, n_after};
+    int got = r->ops->evict(r->st, layer, slot, head, &v, want, r->victims);
+    IG_ASSERT(got == want);
+    for (int i = 0; i < got; i++) {
+        const int32_t *pos = ig_kv_home_pos(r->home, layer, slot, head);
+        IG_ASSERT(r->victims[i] >= 0 && r->victims[i] < v.high_water && pos[r->victims[i]] >= 0);
+        ig_kv_home_release(r->home, layer, slot, head, r->victims[i]);
+        if (r->ops->on_evict) r->ops->on_evict(r->st, layer, slot, head, r->victims[i]);
+    }
+    r->stats.evictions += got;
+}
+
+/* Stores the new rows of sequence s (rows row0.. of e->k / e->v) into the home tier. */
+static void store_new(ig_engine *e, int layer, int s) {
+    ig_kv_run *r = e->kv;
+    const ig_seq_tokens *q = &e->cur[s];
+    size_t kvd = (size_t)r->G * (size_t)r->hd;
+    int64_t n_after = e->p0[s] + q->n_tokens;
+    double t0 = ig_time_s();
+    for (int i = 0; i < q->n_tokens; i++) {
+        size_t row = (size_t)(e->row0[s] + i);
+        int32_t pos = e->p0[s] + i;
+        for (int g = 0; g < r->G; g++) {
+            const float *k = e->k + row * kvd + (size_t)g * (size_t)r->hd;
+            const float *v = e->v + row * kvd + (size_t)g * (size_t)r->hd;
+            if (!r->contig) ensure_room(e, layer, q->slot, g, n_after);
+            int64_t ent = ig_kv_home_take(r->home, layer, q->slot, g);
+            IG_ASSERT(ent >= 0);
+            ig_kv_home_write(r->home, layer, q->slot, g, ent, pos, k, v);
+            if (r->ops->on_append) r->ops->on_append(r->st, layer, q->slot, g, ent, pos, k, v);
+            if (r->shadow_k)
+                memcpy(r->shadow_k +
+                           ((((size_t)layer * (size_t)r->S + (size_t)q->slot) * (size_t)r->G +
+                             (size_t)g) *
+                                (size_t)e->opts.max_ctx +
+                            (size_t)pos) *
+                               (size_t)r->hd,
+                       k, (size_t)r->hd * sizeof(float));
+        }
+    }
+    double bytes = 2.0 * (double)q->n_tokens * (double)r->G * (double)r->row_bytes;
+    if (is_decode(e, s))
+        r->stats.d2h_bytes += bytes;
+    else
+        r->stats.prefill_d2h_bytes += bytes;
+    r->stats.store_s += ig_time_s() - t0;
+}
+
+/* Prefill (or a chunk of it) of sequence s: dense causal attention over the existing entries and
+ * the new rows, then the policy sees it, then the rows are stored. */
+static void prefill_seq(ig_engine *e, int layer, int s) {
+    ig_kv_run *r = e->kv;
+    const ig_seq_tokens *q = &e->cur[s];
+    const ig_model_config *c = &e->cfg;
+    size_t qd = (size_t)r->H * (size_t)r->hd, kvd = (size_t)r->G * (size_t)r->hd;
+    size_t hd = (size_t)r->hd, r0 = (size_t)e->row0[s];
+    float scale = 1.0f / sqrtf((float)c->head_dim);
+    if (r->contig) {
+        store_new(e, layer, s);
+        double t0 = ig_time_s();
+        ig_cpu_attention(
+            e->q + r0 * qd, q->n_tokens, e->p0[s], ig_kv_home_k_base(r->home, layer, q->slot, 0),
+            ig_kv_home_v_base(r->home, layer, q->slot, 0), r->cap, c->n_head, c->n_kv_head,
+            c->head_dim, scale, e->attn_ws, e->attn_ws_floats, e->att + r0 * qd);
+        r->stats.attention_s += ig_time_s() - t0;
+        if (r->ops->on_prefill) {
+            ig_prefill_view v = {
+                q->n_tokens, e->p0[s], e->q + r0 * qd, e->k + r0 * kvd, e->h + r0 * (size_t)r->d,
+                NULL};
+            r->ops->on_prefill(r->st, layer, q->slot, &v);
+        }
+        return;
+    }
+    /* Existing entries (a previous chunk) in entry order, then the new rows; one table per head. */
+    int64_t n_exist = 0;
+    ig_selection all = selection_of(r, layer & 1, q->slot);
+    select_all(r, layer, q->slot, &all);
+    for (int g = 0; g < r->G; g++) {
+        IG_ASSERT(all.n[g] == all.n[0]); /* chunked prefill needs equal entry counts per head */
+        n_exist = all.n[g];
+    }
+    int64_t stride = n_exist + q->n_tokens;
+    double t0 = ig_time_s();
+    for (int g = 0; g < r->G; g++) {
+        float *kd = r->pf_k + (size_t)g * (size_t)stride * hd;
+        float *vd = r->pf_v + (size_t)g * (size_t)stride * hd;
+        ig_kv_home_read(r->home, layer, q->slot, g, all.entries + (size_t)g * (size_t)r->cap,
+                        n_exist, kd, vd);
+        for (int i = 0; i < q->n_tokens; i++) {
+            memcpy(kd + (size_t)(n_exist + i) * hd, e->k + (r0 + (size_t)i) * kvd + (size_t)g * hd,
+                   hd * sizeof(float));
+            memcpy(vd + (size_t)(n_exist + i) * hd, e->v + (r0 + (size_t)i) * kvd + (size_t)g * hd,
+                   hd * sizeof(float));
+        }
+    }
+    r->stats.transfer_s += ig_time_s() - t0;
+    t0 = ig_time_s();
+    ig_cpu_attention(e->q + r0 * qd, q->n_tokens, n_exist, r->pf_k, r->pf_v, stride, c->n_head,
+                     c->n_kv_head, c->head_dim, scale, e->attn_ws, e->attn_ws_floats,
+                     e->att + r0 * qd);
+    r->stats.attention_s += ig_time_s() - t0;
+    if (r->ops->on_prefill) {
+        ig_prefill_view v = {
+            q->n_tokens, e->p0[s], e->q + r0 * qd, e->k + r0 * kvd, e->h + r0 * (size_t)r->d, NULL};
+        r->ops->on_prefill(r->st, layer, q->slot, &v);
+    }
+    store_new(e, layer, s);
+}
+
+/* Recall of the selection of KV head g against the exact top-k of the true scores over every
+ * position so far (from the shadow cache), averaged over the group's query heads. */
+static void measure_recall(ig_engine *e, int layer, int s, const ig_selection *sel) {
+    ig_kv_run *r = e->kv;
+    int slot = e->cur[s].slot, n_ctx = e->p0[s], group = r->H / r->G;
+    size_t qd = (size_t)r->H * (size_t)r->hd;
+    const float *q = e->q + (size_t)e->row0[s] * qd;
+    double t0 = ig_time_s();
+    for (int g = 0; g < r->G; g++) {
+        int64_t k = sel->n[g];
+        if (k <= 0) continue;
+        const int32_t *pos = ig_kv_home_pos(r->home, layer, slot, g);
+        const int32_t *ent = sel->entries + (size_t)g * (size_t)sel->max_per_head;
+        const float *sk =
+            r->shadow_k +
+            (((size_t)layer * (size_t)r->S + (size_t)slot) * (size_t)r->G + (size_t)g) *
+                (size_t)e->opts.max_ctx * (size_t)r->hd;
+        for (int hh = 0; hh < group; hh++) {
+            int h = g * group + hh;
+            double rec = 1.0;
+            if (k < n_ctx) {
+                for (int p = 0; p < n_ctx; p++)
+                    r->rscore[p] =
+                        dotf(q + (size_t)h * (size_t)r->hd, sk + (size_t)p * (size_t)r->hd, r->hd);
+                float kth = kth_largest(r->rscore, n_ctx, k, r->rscore + n_ctx);
+                int64_t hits = 0;
+                for (int64_t j = 0; j < k; j++) {
+                    int p = pos[ent[j]];
+                    if (dotf(q + (size_t)h * (size_t)r->hd, sk + (size_t)p * (size_t)r->hd,
+                             r->hd) >= kth)
+                        hits++;
+                }
+                rec = (double)(hits < k ? hits : k) / (double)k;
+            }
+            r->stats.recall_sum += rec;
+            r->stats.recall_n++;
+        }
+    }
+    r->stats.recall_s += ig_time_s() - t0;
+}
+
+static void decode_seq(ig_engine *e, int layer, int i) {
+    ig_kv_run *r = e->kv;
+    int s = r->dec[i], slot = e->cur[s].slot, buf = layer & 1;
+    const ig_model_config *c = &e->cfg;
+    size_t qd = (size_t)r->H * (size_t)r->hd, kvd = (size_t)r->G * (size_t)r->hd;
+    size_t hd = (size_t)r->hd, row = (size_t)e->row0[s];
+    float scale = 1.0f / sqrtf((float)c->head_dim);
+    if (r->contig) {
+        /* Dense over f32 rows that never move: the same kernel as the engine without a policy. */
+        int64_t n_res = ig_kv_home_n_used(r->home, layer, slot, 0);
+        store_new(e, layer, s);
+        double t0 = ig_time_s();
+        ig_cpu_attention(e->q + row * qd, 1, e->p0[s], ig_kv_home_k_base(r->home, layer, slot, 0),
+                         ig_kv_home_v_base(r->home, layer, slot, 0), r->cap, c->n_head,
+                         c->n_kv_head, c->head_dim, scale, e->attn_ws, e->attn_ws_floats,
+                         e->att + row * qd);
+        r->stats.attention_s += ig_time_s() - t0;
+        double rows = (double)n_res * r->G;
+        r->stats.selected_rows += rows;
+        r->stats.resident_rows += rows;
+        r->stats.context_rows += (double)e->p0[s] * r->G;
+        r->stats.h2d_bytes += 2.0 * rows * (double)r->row_bytes;
+        r->stats.read_bytes += 2.0 * (rows + r->G) * (double)r->row_bytes;
+        if (r->shadow_k) { /* every token attended: the exact top-k is always contained */
+            r->stats.recall_sum += r->H;
+            r->stats.recall_n += r->H;
+        }
+        return;
+    }
+    ig_selection sel = selection_of(r, buf, slot);
+    /* Resident rows before this token is stored (for the fetched fraction). */
+    double resident = 0;
+    for (int g = 0; g < r->G; g++) resident += (double)ig_kv_home_n_used(r->home, layer, slot, g);
+    const float *kb[64], *vb[64];
+    const int32_t *idx[64];
+    IG_ASSERT(r->G <= 64);
+    for (int g = 0; g < r->G; g++) {
+        if (r->inplace) {
+            kb[g] = ig_kv_home_k_base(r->home, layer, slot, g);
+            vb[g] = ig_kv_home_v_base(r->home, layer, slot, g);
+        } else {
+            size_t off = ((size_t)slot * (size_t)r->G + (size_t)g) * (size_t)r->cap * hd;
+            kb[g] = r->ws_k[buf] + off;
+            vb[g] = r->ws_v[buf] + off;
+        }
+        idx[g] = sel.entries + (size_t)g * (size_t)r->cap;
+    }
+    /* The new token's rows as attention sees them: through the codec, as a GPU run that stores
+     * them encoded and decodes them inside attention would. */
+    const float *ek = e->k + row * kvd, *ev = e->v + row * kvd;
+    if (!ig_kv_codec_is_exact(&r->caps.codec)) {
+        unsigned char tmp[4096];
+        IG_ASSERT(r->row_bytes * (size_t)r->G <= sizeof tmp);
+        ig_kv_codec_encode(&r->caps.codec, ek, r->G, r->hd, tmp);
+        ig_kv_codec_decode(&r->caps.codec, tmp, r->G, r->hd, r->extra_k);
+        ig_kv_codec_encode(&r->caps.codec, ev, r->G, r->hd, tmp);
+        ig_kv_codec_decode(&r->caps.codec, tmp, r->G, r->hd, r->extra_v);
+        ek = r->extra_k;
+        ev = r->extra_v;
+    }
+    ig_gather_attn a = {r->H,  r->G, r->hd, scale, kb, vb, (int64_t)hd, r->inplace ? idx : NULL,
+                        sel.n, ek,   ev,    1};
+    double t0 = ig_time_s();
+    float *probs = r->caps.wants_probs ? r->probs : NULL;
+    ig_cpu_attention_gather(&a, e->q + row * qd, r->gws, r->gws_floats, probs, r->probs_stride,
+                            e->att + row * qd);
+    r->stats.attention_s += ig_time_s() - t0;
+    if (probs && r->ops->on_attention) {
+        ig_attn_view v = {probs, r->probs_stride, sel.entries, sel.n, r->cap, e->p0[s]};
+        r->ops->on_attention(r->st, layer, slot, &v);
+    }
+    if (r->shadow_k) measure_recall(e, layer, s, &sel);
+    double selected = 0;
+    for (int g = 0; g < r->G; g++) selected += (double)sel.n[g];
+    r->stats.selected_rows += selected;
+    r->stats.resident_rows += resident;
+    r->stats.context_rows += (double)e->p0[s] * r->G;
+    r->stats.h2d_bytes += 2.0 * selected * (double)r->row_bytes;
+    r->stats.read_bytes += r->inplace ? 2.0 * (selected + r->G) * (double)r->row_bytes
+                                      : 2.0 * selected * ((double)r->row_bytes + 4.0 * r->hd) +
+                                            2.0 * r->G * 4.0 * r->hd;
+    store_new(e, layer, s);
+}
+
+void ig_kv_layer_attention(ig_engine *e, int layer) {
+    ig_kv_run *r = e->kv;
+    int buf = layer & 1;
+    if (r->n_dec > 0 && !r->contig) {
+        double t0 = ig_time_s();
+        if (!r->caps.dense && r->ops->select && !r->ops->select_ahead) {
+            fill_views(e, layer);
+            size_t qd = (size_t)r->H * (size_t)r->hd;
+            for (int i = 0; i < r->n_dec; i++)
+                memcpy(r->qsel + (size_t)i * qd, e->q + (size_t)e->row0[r->dec[i]] * qd,
+                       qd * sizeof(float));
+            for (int i = 0; i < r->n_dec; i++) r->sels[i] = selection_of(r, buf, r->dec_slots[i]);
+            r->ops->select(r->st, layer, r->n_dec, r->dec_slots, r->qsel, r->views, r->sels);
+            for (int i = 0; i < r->n_dec; i++) r->sel_ok[buf][r->dec_slots[i]] = 1;
+        }
+        for (int i = 0; i < r->n_dec; i++) {
+            int slot = r->dec_slots[i];
+            ig_selection sel = selection_of(r, buf, slot);
+            if (r->caps.dense) {
+                select_all(r, layer, slot, &sel);
+                r->sel_ok[buf][slot] = 1;
+            }
+            IG_ASSERT(r->sel_ok[buf][slot]); /* a sparse policy must implement a select hook */
+            check_selection(r, layer, slot, &sel);
+        }
+        r->stats.select_s += ig_time_s() - t0;
+        if (!r->inplace && (r->caps.dense || !r->ops->select_ahead))
+            for (int i = 0; i < r->n_dec; i++) gather(e, layer, buf, r->dec_slots[i]);
+    }
+    for (int s = 0; s < e->n_cur; s++)
+        if (!is_decode(e, s)) prefill_seq(e, layer, s);
+    for (int i = 0; i < r->n_dec; i++) decode_seq(e, layer, i);
+    if (layer == r->L - 1) r->stats.decode_tokens += r->n_dec;
+}

@@ -1,0 +1,216 @@
+/* KV home tier: entry tables with encoded rows. No policy logic here. */
+#include "offload/kv_home.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ig_kv_home {
+    ig_kv_home_opts o;
+    size_t row_bytes;
+    size_t n_tables; /* n_layer * n_slots * n_kv_head */
+    unsigned char *k, *v;
+    int32_t *pos;       /* [table][capacity] */
+    int32_t *free_list; /* [table][capacity] stack of released entries */
+    int64_t *n_free, *n_used, *high;
+};
+
+size_t ig_kv_codec_row_bytes(const ig_kv_codec *c, int hd) {
+    switch (c->kind) {
+    case IG_KV_CODEC_F32:
+        return (size_t)hd * 4;
+    case IG_KV_CODEC_F16:
+        return (size_t)hd * 2;
+    case IG_KV_CODEC_QUANT: {
+        /* per group: f16 min, f16 scale, then group*bits/8 bytes */
+        size_t groups = (size_t)(hd / c->group);
+        return groups * (4 + (size_t)c->group * (size_t)c->bits / 8);
+    }
+    }
+    return 0;
+}
+
+int ig_kv_codec_is_exact(const ig_kv_codec *c) {
+    return c->kind == IG_KV_CODEC_F32;
+}
+
+const char *ig_kv_codec_name(const ig_kv_codec *c, char *buf, size_t n) {
+    if (c->kind == IG_KV_CODEC_F32)
+        snprintf(buf, n, "f32");
+    else if (c->kind == IG_KV_CODEC_F16)
+        snprintf(buf, n, "f16");
+    else
+        snprintf(buf, n, "int%d/g%d", c->bits, c->group);
+    return buf;
+}
+
+void ig_kv_codec_encode(const ig_kv_codec *c, const float *x, int64_t n_rows, int hd, void *out) {
+    size_t n = (size_t)n_rows * (size_t)hd;
+    if (c->kind == IG_KV_CODEC_F32)
+        memcpy(out, x, n * sizeof(float));
+    else if (c->kind == IG_KV_CODEC_F16)
+        ig_convert(IG_DTYPE_F16, out, IG_DTYPE_F32, x, n);
+    else
+        IG_ASSERT(!"quantized KV codec not available in this build");
+}
+
+void ig_kv_codec_decode(const ig_kv_codec *c, const void *in, int64_t n_rows, int hd, float *out) {
+    size_t n = (size_t)n_rows * (size_t)hd;
+    if (c->kind == IG_KV_CODEC_F32)
+        memcpy(out, in, n * sizeof(float));
+    else if (c->kind == IG_KV_CODEC_F16)
+        ig_convert(IG_DTYPE_F32, out, IG_DTYPE_F16, in, n);
+    else
+        IG_ASSERT(!"quantized KV codec not available in this build");
+}
+
+static size_t table(const ig_kv_home *h, int layer, int slot, int head) {
+    IG_ASSERT(layer >= 0 && layer < h->o.n_layer && slot >= 0 && slot < h->o.n_slots && head >= 0 &&
+              head < h->o.n_kv_head);
+    return ((size_t)layer * (size_t)h->o.n_slots + (size_t)slot) * (size_t)h->o.n_kv_head +
+           (size_t)head;
+}
+
+ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error *err) {
+    *out = NULL;
+    if (o->n_layer <= 0 || o->n_slots <= 0 || o->n_kv_head <= 0 || o->head_dim <= 0 ||
+        o->capacity <= 0 || o->capacity > (1LL << 30))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "KV home: invalid shape (%d layers, %d slots, %d heads, head_dim %d, "
+                            "capacity %lld)",
+                            o->n_layer, o->n_slots, o->n_kv_head, o->head_dim,
+                            (long long)o->capacity);
+    if (o->codec.kind == IG_KV_CODEC_QUANT &&
+        (o->codec.group <= 0 || o->head_dim % o->codec.group != 0 ||
+         (o->codec.bits != 8 && o->codec.bits != 4 && o->codec.bits != 2)))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "KV codec: %d bits in groups of %d do not fit head_dim %d (bits 8, 4 "
+                            "or 2; the group must divide head_dim)",
+                            o->codec.bits, o->codec.group, o->head_dim);
+    ig_kv_home *h = ig_calloc(1, sizeof *h, err);
+    if (!h) return IG_ERR_NOMEM;
+    h->o = *o;
+    h->row_bytes = ig_kv_codec_row_bytes(&o->codec, o->head_dim);
+    h->n_tables = (size_t)o->n_layer * (size_t)o->n_slots * (size_t)o->n_kv_head;
+    size_t rows = h->n_tables * (size_t)o->capacity;
+    h->k = ig_aligned_alloc(rows * h->row_bytes, err);
+    h->v = ig_aligned_alloc(rows * h->row_bytes, err);
+    h->pos = ig_malloc(rows * sizeof(int32_t), err);
+    h->free_list = ig_malloc(rows * sizeof(int32_t), err);
+    h->n_free = ig_calloc(h->n_tables, sizeof(int64_t), err);
+    h->n_used = ig_calloc(h->n_tables, sizeof(int64_t), err);
+    h->high = ig_calloc(h->n_tables, sizeof(int64_t), err);
+    if (!h->k || !h->v || !h->pos || !h->free_list || !h->n_free || !h->n_used || !h->high) {
+        ig_kv_home_free(h);
+        return ig_error_set(err, IG_ERR_NOMEM, "KV home: out of memory for %zu MiB of KV cache",
+                            2 * rows * ig_kv_codec_row_bytes(&o->codec, o->head_dim) >> 20);
+    }
+    for (size_t i = 0; i < rows; i++) h->pos[i] = -1;
+    *out = h;
+    return IG_OK;
+}
+
+void ig_kv_home_free(ig_kv_home *h) {
+    if (!h) return;
+    free(h->k);
+    free(h->v);
+    free(h->pos);
+    free(h->free_list);
+    free(h->n_free);
+    free(h->n_used);
+    free(h->high);
+    free(h);
+}
+
+const ig_kv_home_opts *ig_kv_home_get_opts(const ig_kv_home *h) {
+    return &h->o;
+}
+size_t ig_kv_home_row_bytes(const ig_kv_home *h) {
+    return h->row_bytes;
+}
+
+const int32_t *ig_kv_home_pos(const ig_kv_home *h, int layer, int slot, int head) {
+    return h->pos + table(h, layer, slot, head) * (size_t)h->o.capacity;
+}
+
+int64_t ig_kv_home_n_used(const ig_kv_home *h, int layer, int slot, int head) {
+    return h->n_used[table(h, layer, slot, head)];
+}
+
+int64_t ig_kv_home_high_water(const ig_kv_home *h, int layer, int slot, int head) {
+    return h->high[table(h, layer, slot, head)];
+}
+
+int64_t ig_kv_home_take(ig_kv_home *h, int layer, int slot, int head) {
+    size_t t = table(h, layer, slot, head);
+    int64_t e;
+    if (h->n_free[t] > 0)
+        e = h->free_list[t * (size_t)h->o.capacity + (size_t)--h->n_free[t]];
+    else if (h->high[t] < h->o.capacity)
+        e = h->high[t]++;
+    else
+        return -1;
+    h->n_used[t]++;
+    /* Mark taken (position set by write) so that a second take cannot return it. */
+    h->pos[t * (size_t)h->o.capacity + (size_t)e] = -2;
+    return e;
+}
+
+void ig_kv_home_write(ig_kv_home *h, int layer, int slot, int head, int64_t e, int32_t pos,
+                      const float *k, const float *v) {
+    size_t t = table(h, layer, slot, head);
+    IG_ASSERT(e >= 0 && e < h->high[t] && h->pos[t * (size_t)h->o.capacity + (size_t)e] != -1);
+    size_t off = (t * (size_t)h->o.capacity + (size_t)e) * h->row_bytes;
+    ig_kv_codec_encode(&h->o.codec, k, 1, h->o.head_dim, h->k + off);
+    ig_kv_codec_encode(&h->o.codec, v, 1, h->o.head_dim, h->v + off);
+    h->pos[t * (size_t)h->o.capacity + (size_t)e] = pos;
+}
+
+void ig_kv_home_release(ig_kv_home *h, int layer, int slot, int head, int64_t e) {
+    size_t t = table(h, layer, slot, head);
+    int32_t *p = &h->pos[t * (size_t)h->o.capacity + (size_t)e];
+    IG_ASSERT(e >= 0 && e < h->high[t] && *p != -1);
+    *p = -1;
+    h->free_list[t * (size_t)h->o.capacity + (size_t)h->n_free[t]++] = (int32_t)e;
+    h->n_used[t]--;
+}
+
+void ig_kv_home_reset_slot(ig_kv_home *h, int slot) {
+    for (int l = 0; l < h->o.n_layer; l++)
+        for (int g = 0; g < h->o.n_kv_head; g++) {
+            size_t t = table(h, l, slot, g);
+            int32_t *p = h->pos + t * (size_t)h->o.capacity;
+            for (int64_t e = 0; e < h->high[t]; e++) p[e] = -1;
+            h->n_free[t] = h->n_used[t] = h->high[t] = 0;
+        }
+}
+
+const void *ig_kv_home_k_base(const ig_kv_home *h, int layer, int slot, int head) {
+    return h->k + table(h, layer, slot, head) * (size_t)h->o.capacity * h->row_bytes;
+}
+
+const void *ig_kv_home_v_base(const ig_kv_home *h, int layer, int slot, int head) {
+    return h->v + table(h, layer, slot, head) * (size_t)h->o.capacity * h->row_bytes;
+}
+
+void ig_kv_home_read(const ig_kv_home *h, int layer, int slot, int head, const int32_t *entries,
+                     int64_t n, float *k_out, float *v_out) {
+    const unsigned char *kb = ig_kv_home_k_base(h, layer, slot, head);
+    const unsigned char *vb = ig_kv_home_v_base(h, layer, slot, head);
+    int hd = h->o.head_dim;
+    for (int64_t i = 0; i < n; i++) {
+        size_t off = (size_t)entries[i] * h->row_bytes;
+        ig_kv_codec_decode(&h->o.codec, kb + off, 1, hd, k_out + (size_t)i * (size_t)hd);
+        ig_kv_codec_decode(&h->o.codec, vb + off, 1, hd, v_out + (size_t)i * (size_t)hd);
+    }
+}
+
+size_t ig_kv_home_resident_bytes(const ig_kv_home *h) {
+    size_t n = 0;
+    for (size_t t = 0; t < h->n_tables; t++) n += (size_t)h->n_used[t];
+    return 2 * n * h->row_bytes;
+}
+
+size_t ig_kv_home_allocated_bytes(const ig_kv_home *h) {
+    return 2 * h->n_tables * (size_t)h->o.capacity * h->row_bytes;
+}

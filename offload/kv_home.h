@@ -1,0 +1,76 @@
+/* The KV cache's home tier: per (layer, slot, KV head) a table of entries, each holding one token's
+ * key and value rows encoded by a codec (f32, f16, or group-wise quantized) plus the token position
+ * it belongs to. Capacity is set at create time (a memory-limited pool holds fewer entries than the
+ * sequence has tokens); evicting an entry really frees it for the next token. This module only
+ * stores and encodes; which entries to keep or fetch is a policy's decision. */
+#ifndef IG_KV_HOME_H
+#define IG_KV_HOME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+typedef enum ig_kv_codec_kind {
+    IG_KV_CODEC_F32 = 0,
+    IG_KV_CODEC_F16 = 1,
+    IG_KV_CODEC_QUANT = 2, /* group-wise asymmetric min-max, `bits` per value */
+} ig_kv_codec_kind;
+
+typedef struct ig_kv_codec {
+    ig_kv_codec_kind kind;
+    int bits;  /* QUANT: 8, 4 or 2 */
+    int group; /* QUANT: values per group along head_dim */
+} ig_kv_codec;
+
+/* Bytes of one encoded row of hd values. */
+size_t ig_kv_codec_row_bytes(const ig_kv_codec *c, int hd);
+/* Whether decode(encode(x)) == x. */
+int ig_kv_codec_is_exact(const ig_kv_codec *c);
+const char *ig_kv_codec_name(const ig_kv_codec *c, char *buf, size_t n);
+void ig_kv_codec_encode(const ig_kv_codec *c, const float *x, int64_t n_rows, int hd, void *out);
+void ig_kv_codec_decode(const ig_kv_codec *c, const void *in, int64_t n_rows, int hd, float *out);
+
+typedef struct ig_kv_home ig_kv_home;
+
+typedef struct ig_kv_home_opts {
+    int n_layer, n_slots, n_kv_head, head_dim;
+    int64_t capacity; /* entries per (layer, slot, KV head) */
+    ig_kv_codec codec;
+} ig_kv_home_opts;
+
+ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error *err);
+void ig_kv_home_free(ig_kv_home *h);
+const ig_kv_home_opts *ig_kv_home_get_opts(const ig_kv_home *h);
+size_t ig_kv_home_row_bytes(const ig_kv_home *h); /* one K (or one V) row */
+
+/* Entries of (layer, slot, head): pos[e] is the token position stored in entry e, or -1 if free.
+ * Entries 0 .. high_water-1 have been used at some point. */
+const int32_t *ig_kv_home_pos(const ig_kv_home *h, int layer, int slot, int head);
+int64_t ig_kv_home_n_used(const ig_kv_home *h, int layer, int slot, int head);
+int64_t ig_kv_home_high_water(const ig_kv_home *h, int layer, int slot, int head);
+
+/* Takes a free entry (the most recently released first, else the next never-used one); -1 if
+ * the table is full. */
+int64_t ig_kv_home_take(ig_kv_home *h, int layer, int slot, int head);
+/* Encodes and stores one token's key and value rows into entry e. */
+void ig_kv_home_write(ig_kv_home *h, int layer, int slot, int head, int64_t e, int32_t pos,
+                      const float *k, const float *v);
+/* Frees entry e (its bytes are reused by the next write). */
+void ig_kv_home_release(ig_kv_home *h, int layer, int slot, int head, int64_t e);
+/* Frees every entry of a slot (all layers and heads). */
+void ig_kv_home_reset_slot(ig_kv_home *h, int slot);
+
+/* Encoded rows of (layer, slot, head): entry e's key at k_base + e * row_bytes. */
+const void *ig_kv_home_k_base(const ig_kv_home *h, int layer, int slot, int head);
+const void *ig_kv_home_v_base(const ig_kv_home *h, int layer, int slot, int head);
+/* Decodes the listed entries' rows into f32 [n][hd] (k_out, v_out). */
+void ig_kv_home_read(const ig_kv_home *h, int layer, int slot, int head, const int32_t *entries,
+                     int64_t n, float *k_out, float *v_out);
+
+/* Bytes of the entries in use (K and V), and of the whole allocation. */
+size_t ig_kv_home_resident_bytes(const ig_kv_home *h);
+size_t ig_kv_home_allocated_bytes(const ig_kv_home *h);
+
+#endif

@@ -1,0 +1,167 @@
+/* KV-cache policies: the plug-in interface. A policy is an immutable, versioned table of hooks plus
+ * per-run state that the core allocates (state_size bytes, zeroed). Policies DECIDE: which entries
+ * a layer's attention uses (selection), which entries to drop when the home tier is full
+ * (eviction), how rows are encoded (codec), what metadata to keep. They never copy KV bytes, never
+ * allocate the KV cache and never call CUDA: the engine and the offload module do that, so every
+ * policy runs and is tested on a CPU-only machine, and the bytes it causes to move are counted by
+ * the core.
+ *
+ * Vocabulary. The KV cache of one (layer, slot = sequence, KV head) is a table of ENTRIES in the
+ * home tier; entry e holds the key and value rows of token position pos[e] (-1: free). A policy's
+ * CAPACITY (entries kept for a sequence of n tokens) may be less than n; then the core asks the
+ * policy for victims to evict. A SELECTION is the subset of a head's entries that attention reads
+ * at a decode step (the working set); the new token's own row is always attended and is not part of
+ * the selection. Entries are identified by index; positions are available through the entries view.
+ */
+#ifndef IG_POLICY_H
+#define IG_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/model/model.h"
+#include "core/status.h"
+#include "offload/kv_home.h"
+
+#define IG_POLICY_API_VERSION 1
+
+/* ---- parameters: a table per policy; unknown or out-of-range values are rejected ---- */
+
+typedef enum ig_param_type {
+    IG_PARAM_INT = 0,
+    IG_PARAM_FLOAT = 1,
+    IG_PARAM_ENUM = 2, /* one of `choices`, '|'-separated */
+    IG_PARAM_BOOL = 3,
+    IG_PARAM_STRING = 4, /* e.g. a file path */
+} ig_param_type;
+
+typedef struct ig_param_spec {
+    const char *name;
+    ig_param_type type;
+    const char *def; /* default, as text; NULL = no default (STRING only: unset) */
+    double min, max; /* INT/FLOAT range, inclusive */
+    const char *choices;
+    const char *doc;
+} ig_param_spec;
+
+/* Parsed values of a policy's parameters (owned by the core). */
+typedef struct ig_policy_params ig_policy_params;
+double ig_params_num(const ig_policy_params *p, const char *name); /* INT, FLOAT, BOOL */
+const char *ig_params_str(const ig_policy_params *p,
+                          const char *name);                       /* ENUM, STRING; may be NULL */
+int ig_params_is_set(const ig_policy_params *p, const char *name); /* given by the user */
+
+/* ---- what the core tells a policy ---- */
+
+typedef struct ig_policy_env {
+    const ig_model *model;
+    const ig_model_config *cfg;
+    int n_slots;       /* sequences alive at once */
+    int max_ctx;       /* tokens per sequence at most */
+    ig_dtype kv_dtype; /* the run's KV storage type (f32 or f16) for raw codecs */
+} ig_policy_env;
+
+/* Filled by init: what the policy needs from the core. */
+typedef struct ig_policy_caps {
+    ig_kv_codec codec;        /* how home rows are encoded (default: the run's kv_dtype) */
+    int select_ahead;         /* 1: selection for layer i runs during layer i-1 (prefetch) */
+    int wants_prefill_colsum; /* on_prefill receives per-key attention sums */
+    int wants_probs;          /* on_attention receives decode attention probabilities */
+    int dense;                /* selection is always every resident entry (full, h2o, ...) */
+} ig_policy_caps;
+
+/* A read-only view of one (layer, slot, KV head) entry table. */
+typedef struct ig_entries_view {
+    const int32_t *pos; /* [high_water]: token position of entry e, -1 if free */
+    int64_t high_water; /* entries 0 .. high_water-1 may be in use */
+    int64_t n_used;
+    int64_t n_tokens; /* tokens of the sequence so far (positions 0 .. n_tokens-1) */
+} ig_entries_view;
+
+/* Selection output for one slot: for KV head g, n[g] entry indices at entries + g * max_per_head,
+ * ascending. max_per_head >= the head's high water mark. */
+typedef struct ig_selection {
+    int32_t *entries;
+    int64_t *n;
+    int64_t max_per_head;
+} ig_selection;
+
+/* Prefill of one layer for one slot: the new tokens' rows (after RoPE), their positions, and, when
+ * asked for, the attention each key position received, summed over the call's queries. */
+typedef struct ig_prefill_view {
+    int n_new;           /* tokens in this call */
+    int32_t pos0;        /* position of the first new token */
+    const float *q;      /* [n_new][n_head][head_dim] */
+    const float *k;      /* [n_new][n_kv_head][head_dim] */
+    const float *x;      /* [n_new][d_model]: the layer's attention input (after its norm) */
+    const float *colsum; /* [n_head][pos0 + n_new] or NULL; keys 0 .. pos0-1 = selected entries */
+} ig_prefill_view;
+
+/* Decode attention of one slot at one layer: probabilities over the selected entries followed by
+ * the new token, per query head: probs + h * stride, entries of KV head h / group. */
+typedef struct ig_attn_view {
+    const float *probs;
+    int64_t stride;
+    const int32_t *entries; /* the selection (see ig_selection) */
+    const int64_t *n;
+    int64_t max_per_head;
+    int32_t new_pos; /* the new token's position; its probability follows the selection */
+} ig_attn_view;
+
+typedef struct ig_policy_ops {
+    int version; /* IG_POLICY_API_VERSION; new hooks are only ever appended */
+    const char *name;
+    const char *summary;
+    const ig_param_spec *params;
+    int n_params;
+    size_t state_size;
+
+    /* Required. */
+    ig_status (*init)(void *st, const ig_policy_env *env, const ig_policy_params *p,
+                      ig_policy_caps *caps, ig_error *err);
+    void (*fini)(void *st);
+    /* Entries to keep for layer `layer` of a sequence of n_tokens tokens (>= 1; return >= n_tokens
+     * for no limit). Must be non-decreasing in n_tokens. */
+    int64_t (*capacity)(const void *st, int layer, int64_t n_tokens);
+
+    /* Optional (NULL: not needed). */
+    void (*reset_slot)(void *st, int slot);
+    void (*on_prefill)(void *st, int layer, int slot, const ig_prefill_view *v);
+    /* A token's rows were stored into entry e (k, v: its rows after RoPE, f32). */
+    void (*on_append)(void *st, int layer, int slot, int head, int64_t e, int32_t pos,
+                      const float *k, const float *v);
+    /* Chooses n_victims entries of (layer, slot, head) to evict; returns how many it wrote. The
+     * core releases them and then stores the new token(s). */
+    int (*evict)(void *st, int layer, int slot, int head, const ig_entries_view *ev, int n_victims,
+                 int32_t *victims);
+    void (*on_evict)(void *st, int layer, int slot, int head, int64_t e);
+    /* Selection for `layer` of n slots. select_ahead runs during layer-1 with that layer's
+     * attention input x_prev [n][d_model] (after its norm); select runs at `layer` with its queries
+     * q [n][n_head][head_dim] (after RoPE). ev: [n][n_kv_head] entry views. A dense policy needs
+     * neither. */
+    void (*select_ahead)(void *st, int layer, int n, const int *slots, const float *x_prev,
+                         const ig_entries_view *ev, ig_selection *out);
+    void (*select)(void *st, int layer, int n, const int *slots, const float *q,
+                   const ig_entries_view *ev, ig_selection *out);
+    void (*on_attention)(void *st, int layer, int slot, const ig_attn_view *v);
+    /* Metadata the policy keeps (partial key cache, page bounds, scores), in bytes, that a GPU run
+     * would hold on the device / in host memory. */
+    size_t (*device_bytes)(const void *st);
+    size_t (*host_bytes)(const void *st);
+} ig_policy_ops;
+
+/* ---- registry ---- */
+
+const ig_policy_ops *ig_policy_find(const char *name);
+/* All registered policies, NULL-terminated. */
+const ig_policy_ops *const *ig_policy_list(void);
+
+/* Parses "key=value" settings against a policy's table (defaults for the rest). Unknown keys and
+ * out-of-range or malformed values fail with a message listing the valid parameters. */
+ig_status ig_policy_params_parse(const ig_policy_ops *ops, const char *const *settings, int n,
+                                 ig_policy_params **out, ig_error *err);
+void ig_policy_params_free(ig_policy_params *p);
+/* "name=value, ..." of every parameter (effective values), for result files. */
+const char *ig_policy_params_describe(const ig_policy_params *p, char *buf, size_t n);
+
+#endif

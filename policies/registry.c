@@ -1,0 +1,196 @@
+/* Policy registry and parameter tables: parsing "key=value" settings with clear rejections. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policies/policy.h"
+
+extern const ig_policy_ops ig_policy_full;
+
+static const ig_policy_ops *const g_policies[] = {
+    &ig_policy_full,
+    NULL,
+};
+
+const ig_policy_ops *const *ig_policy_list(void) {
+    return g_policies;
+}
+
+const ig_policy_ops *ig_policy_find(const char *name) {
+    for (int i = 0; g_policies[i]; i++)
+        if (!strcmp(g_policies[i]->name, name)) return g_policies[i];
+    return NULL;
+}
+
+typedef struct param_value {
+    double num;
+    char *str;
+    int set;
+} param_value;
+
+struct ig_policy_params {
+    const ig_policy_ops *ops;
+    param_value *v;
+};
+
+static int find_param(const ig_policy_ops *ops, const char *name, size_t len) {
+    for (int i = 0; i < ops->n_params; i++)
+        if (strlen(ops->params[i].name) == len && !strncmp(ops->params[i].name, name, len))
+            return i;
+    return -1;
+}
+
+static void list_params(const ig_policy_ops *ops, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    if (ops->n_params == 0) {
+        snprintf(buf, n, "(none)");
+        return;
+    }
+    for (int i = 0; i < ops->n_params && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", ops->params[i].name);
+}
+
+static int choice_ok(const char *choices, const char *v) {
+    size_t len = strlen(v);
+    for (const char *c = choices; c && *c;) {
+        const char *bar = strchr(c, '|');
+        size_t cl = bar ? (size_t)(bar - c) : strlen(c);
+        if (cl == len && !strncmp(c, v, len)) return 1;
+        c = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
+static ig_status set_value(const ig_policy_ops *ops, const ig_param_spec *s, param_value *pv,
+                           const char *text, ig_error *err) {
+    char *end = NULL;
+    switch (s->type) {
+    case IG_PARAM_INT:
+    case IG_PARAM_FLOAT: {
+        errno = 0;
+        double x = strtod(text, &end);
+        if (errno || end == text || *end || !isfinite(x))
+            return ig_error_set(err, IG_ERR_INVALID_ARG, "policy %s: %s=%s: expected a %s",
+                                ops->name, s->name, text,
+                                s->type == IG_PARAM_INT ? "integer" : "number");
+        if (s->type == IG_PARAM_INT && x != floor(x))
+            return ig_error_set(err, IG_ERR_INVALID_ARG, "policy %s: %s=%s: expected an integer",
+                                ops->name, s->name, text);
+        if (x < s->min || x > s->max)
+            return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                "policy %s: %s=%s is out of range [%g, %g] (%s)", ops->name,
+                                s->name, text, s->min, s->max, s->doc);
+        pv->num = x;
+        return IG_OK;
+    }
+    case IG_PARAM_BOOL:
+        if (!strcmp(text, "1") || !strcmp(text, "true") || !strcmp(text, "on"))
+            pv->num = 1;
+        else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "off"))
+            pv->num = 0;
+        else
+            return ig_error_set(err, IG_ERR_INVALID_ARG, "policy %s: %s=%s: expected true or false",
+                                ops->name, s->name, text);
+        return IG_OK;
+    case IG_PARAM_ENUM:
+        if (!choice_ok(s->choices, text))
+            return ig_error_set(err, IG_ERR_INVALID_ARG, "policy %s: %s=%s: expected one of %s",
+                                ops->name, s->name, text, s->choices);
+        /* fall through */
+    case IG_PARAM_STRING:
+        free(pv->str);
+        pv->str = strdup(text);
+        if (!pv->str) return ig_error_set(err, IG_ERR_NOMEM, "out of memory");
+        return IG_OK;
+    }
+    return IG_ERR_INTERNAL;
+}
+
+ig_status ig_policy_params_parse(const ig_policy_ops *ops, const char *const *settings, int n,
+                                 ig_policy_params **out, ig_error *err) {
+    *out = NULL;
+    ig_policy_params *p = ig_calloc(1, sizeof *p, err);
+    if (!p) return IG_ERR_NOMEM;
+    p->ops = ops;
+    p->v = ig_calloc((size_t)(ops->n_params > 0 ? ops->n_params : 1), sizeof *p->v, err);
+    if (!p->v) {
+        free(p);
+        return IG_ERR_NOMEM;
+    }
+    ig_status rc = IG_OK;
+    for (int i = 0; i < ops->n_params && rc == IG_OK; i++)
+        if (ops->params[i].def)
+            rc = set_value(ops, &ops->params[i], &p->v[i], ops->params[i].def, err);
+    for (int i = 0; i < n && rc == IG_OK; i++) {
+        const char *eq = strchr(settings[i], '=');
+        if (!eq || eq == settings[i]) {
+            char valid[512];
+            list_params(ops, valid, sizeof valid);
+            rc = ig_error_set(err, IG_ERR_INVALID_ARG,
+                              "policy %s: '%s' is not key=value (parameters: %s)", ops->name,
+                              settings[i], valid);
+            break;
+        }
+        int k = find_param(ops, settings[i], (size_t)(eq - settings[i]));
+        if (k < 0) {
+            char valid[512];
+            list_params(ops, valid, sizeof valid);
+            rc = ig_error_set(err, IG_ERR_INVALID_ARG,
+                              "policy %s has no parameter '%.*s' (parameters: %s)", ops->name,
+                              (int)(eq - settings[i]), settings[i], valid);
+            break;
+        }
+        rc = set_value(ops, &ops->params[k], &p->v[k], eq + 1, err);
+        p->v[k].set = 1;
+    }
+    if (rc != IG_OK) {
+        ig_policy_params_free(p);
+        return rc;
+    }
+    *out = p;
+    return IG_OK;
+}
+
+void ig_policy_params_free(ig_policy_params *p) {
+    if (!p) return;
+    for (int i = 0; i < p->ops->n_params; i++) free(p->v[i].str);
+    free(p->v);
+    free(p);
+}
+
+static int index_of(const ig_policy_params *p, const char *name) {
+    int k = find_param(p->ops, name, strlen(name));
+    IG_ASSERT(k >= 0); /* a policy asked for a parameter it did not declare */
+    return k;
+}
+
+double ig_params_num(const ig_policy_params *p, const char *name) {
+    return p->v[index_of(p, name)].num;
+}
+
+const char *ig_params_str(const ig_policy_params *p, const char *name) {
+    return p->v[index_of(p, name)].str;
+}
+
+int ig_params_is_set(const ig_policy_params *p, const char *name) {
+    return p->v[index_of(p, name)].set;
+}
+
+const char *ig_policy_params_describe(const ig_policy_params *p, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < p->ops->n_params && used < n; i++) {
+        const ig_param_spec *s = &p->ops->params[i];
+        const param_value *v = &p->v[i];
+        if (s->type == IG_PARAM_ENUM || s->type == IG_PARAM_STRING)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s=%s", i ? "," : "", s->name,
+                                     v->str ? v->str : "");
+        else
+            used +=
+                (size_t)snprintf(buf + used, n - used, "%s%s=%g", i ? "," : "", s->name, v->num);
+    }
+    return buf;
+}
