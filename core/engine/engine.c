@@ -369,6 +369,10 @@ size_t ig_engine_kv_device_bytes(const ig_engine *e) {
     return e->kv ? ig_kv_run_device_bytes(e->kv) : 0;
 }
 
+size_t ig_engine_kv_row_bytes(const ig_engine *e) {
+    return e->kv ? ig_kv_run_row_bytes(e->kv) : (size_t)e->cfg.head_dim * sizeof(float);
+}
+
 void *ig_engine_policy_state(const ig_engine *e) {
     return e->kv ? ig_kv_run_policy_state(e->kv) : NULL;
 }

@@ -86,6 +86,8 @@ ig_kv_stats ig_engine_get_kv_stats(const ig_engine *e);
  * GPU run would hold on the device. */
 size_t ig_engine_kv_home_bytes(const ig_engine *e);
 size_t ig_engine_kv_device_bytes(const ig_engine *e);
+/* Bytes of one encoded K (or V) row of one head in the home tier (with a policy). */
+size_t ig_engine_kv_row_bytes(const ig_engine *e);
 /* The policy's state (NULL without a policy), for tests and tools that inspect a policy. */
 void *ig_engine_policy_state(const ig_engine *e);
 /* Bytes of KV cache allocated, and bytes used by a sequence of n tokens. */

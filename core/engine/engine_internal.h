@@ -46,5 +46,6 @@ void ig_kv_run_reset_stats(ig_kv_run *r);
 size_t ig_kv_run_home_bytes(const ig_kv_run *r);
 size_t ig_kv_run_device_bytes(const ig_kv_run *r);
 void *ig_kv_run_policy_state(const ig_kv_run *r);
+size_t ig_kv_run_row_bytes(const ig_kv_run *r);
 
 #endif

@@ -244,6 +244,9 @@ size_t ig_kv_run_home_bytes(const ig_kv_run *r) {
 void *ig_kv_run_policy_state(const ig_kv_run *r) {
     return r->st;
 }
+size_t ig_kv_run_row_bytes(const ig_kv_run *r) {
+    return r->row_bytes;
+}
 
 size_t ig_kv_run_device_bytes(const ig_kv_run *r) {
     /* The working set of one layer being computed plus one being prefetched, for every slot at the
