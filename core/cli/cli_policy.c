@@ -130,6 +130,7 @@ void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object 
     json_object_object_add(o, "kv_evictions", json_object_new_int64(s.evictions));
     json_object_object_add(o, "time_select_s", json_object_new_double(s.select_s));
     json_object_object_add(o, "time_transfer_s", json_object_new_double(s.transfer_s));
+    json_object_object_add(o, "time_transfer_wait_s", json_object_new_double(s.transfer_wait_s));
     json_object_object_add(o, "time_attention_s", json_object_new_double(s.attention_s));
     json_object_object_add(o, "time_store_s", json_object_new_double(s.store_s));
     if (s.recall_n > 0)

@@ -32,6 +32,9 @@ typedef struct ig_engine_opts {
     ig_dtype kv_dtype; /* home rows of raw codecs: f32 (default when 0) or f16 */
     ig_kv_access kv_access;
     int recall; /* measure recall of each selection against the exact top-k (costs time) */
+    /* Transfer-queue threads for copy access: 0 = auto (one when a core is left over beside the
+     * compute threads, else transfers run inline, issued at the same points), -1 = none. */
+    int xfer_threads;
 } ig_engine_opts;
 
 /* KV traffic and time, accumulated over decode tokens (one token of one sequence) since create or
@@ -41,7 +44,9 @@ typedef struct ig_kv_stats {
     int64_t decode_tokens, decode_calls;
     double h2d_bytes, d2h_bytes, read_bytes, prefill_d2h_bytes;
     double selected_rows, resident_rows, context_rows; /* summed over (token, layer, KV head) */
-    double select_s, transfer_s, attention_s, store_s, recall_s;
+    double select_s, attention_s, store_s, recall_s;
+    double transfer_s;      /* time the transfer queue spent copying (overlapped with compute) */
+    double transfer_wait_s; /* time compute waited for a transfer to finish */
     double recall_sum;
     int64_t recall_n;
     int64_t evictions;

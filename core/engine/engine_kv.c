@@ -7,11 +7,22 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/engine/engine_internal.h"
 #include "core/log.h"
 #include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "offload/xfer.h"
+
+/* A prefetch: the selected rows of one layer for the call's decode slots, gathered on the transfer
+ * queue's thread while the caller computes. */
+typedef struct gather_job {
+    ig_engine *e;
+    int layer, buf, n;
+    int slots[256];
+    double seconds;
+} gather_job;
 
 struct ig_kv_run {
     const ig_policy_ops *ops;
@@ -47,6 +58,9 @@ struct ig_kv_run {
     float *shadow_k;  /* recall: [L][S][G][max_ctx][hd] */
     float *rscore;
     unsigned char *rmark;
+    ig_xfer *xq;        /* copy mode: the transfer queue */
+    gather_job jobs[2]; /* one in flight per layer parity */
+    uint64_t ticket[2];
     ig_kv_stats stats;
 };
 
@@ -162,6 +176,13 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
             if (!r->ws_k[b] || !r->ws_v[b]) return IG_ERR_NOMEM;
         }
     }
+    if (!r->inplace) {
+        /* A transfer thread on a core that compute also uses slows both down (spinning OpenMP
+         * threads lose their time slices): by default only start one on a spare core. */
+        int threads = o->xfer_threads;
+        if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN) > ig_cpu_get_threads() ? 1 : 0;
+        IG_TRY(ig_xfer_create(threads > 0 ? threads : 0, &r->xq, err));
+    }
     r->pf_k = falloc(G * pf_rows * hd, err);
     r->pf_v = falloc(G * pf_rows * hd, err);
     r->colsum = falloc(H * pf_rows, err);
@@ -195,6 +216,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
 
 void ig_kv_run_free(ig_kv_run *r) {
     if (!r) return;
+    ig_xfer_free(r->xq);
     if (r->st && r->ops) r->ops->fini(r->st);
     free(r->st);
     ig_kv_home_free(r->home);
@@ -325,13 +347,41 @@ static void select_all(ig_kv_run *r, int layer, int slot, ig_selection *sel) {
 static void gather(ig_engine *e, int layer, int buf, int slot) {
     ig_kv_run *r = e->kv;
     ig_selection sel = selection_of(r, buf, slot);
-    double t0 = ig_time_s();
     for (int g = 0; g < r->G; g++) {
         size_t off = ((size_t)slot * (size_t)r->G + (size_t)g) * (size_t)r->cap * (size_t)r->hd;
         ig_kv_home_read(r->home, layer, slot, g, sel.entries + (size_t)g * (size_t)r->cap, sel.n[g],
                         r->ws_k[buf] + off, r->ws_v[buf] + off);
     }
-    r->stats.transfer_s += ig_time_s() - t0;
+}
+
+static void gather_job_run(void *arg) {
+    gather_job *j = arg;
+    double t0 = ig_time_s();
+    for (int i = 0; i < j->n; i++) gather(j->e, j->layer, j->buf, j->slots[i]);
+    j->seconds = ig_time_s() - t0;
+}
+
+/* Queues the gather of `layer`'s selected rows for the call's decode slots. */
+static void submit_gather(ig_engine *e, int layer) {
+    ig_kv_run *r = e->kv;
+    int buf = layer & 1;
+    gather_job *j = &r->jobs[buf];
+    IG_ASSERT(r->ticket[buf] == 0 && r->n_dec <= 256);
+    j->e = e;
+    j->layer = layer;
+    j->buf = buf;
+    j->n = r->n_dec;
+    memcpy(j->slots, r->dec_slots, (size_t)r->n_dec * sizeof(int));
+    r->ticket[buf] = ig_xfer_submit(r->xq, gather_job_run, j);
+}
+
+/* Waits for `layer`'s gather, if one is in flight. */
+static void wait_gather(ig_kv_run *r, int layer) {
+    int buf = layer & 1;
+    if (!r->ticket[buf]) return;
+    r->stats.transfer_wait_s += ig_xfer_wait(r->xq, r->ticket[buf]);
+    r->stats.transfer_s += r->jobs[buf].seconds;
+    r->ticket[buf] = 0;
 }
 
 static void run_select_ahead(ig_engine *e, int layer) {
@@ -352,13 +402,35 @@ static void run_select_ahead(ig_engine *e, int layer) {
         ig_selection sel = selection_of(r, buf, slot);
         check_selection(r, layer, slot, &sel);
         r->sel_ok[buf][slot] = 1;
-        if (!r->inplace) gather(e, layer, buf, slot);
     }
+    if (!r->inplace) submit_gather(e, layer);
+}
+
+/* Dense selection of `layer` made ahead (its resident set cannot change before the layer runs),
+ * with its gather queued: copy mode then overlaps the transfer with the previous layer. */
+static void dense_ahead(ig_engine *e, int layer) {
+    ig_kv_run *r = e->kv;
+    int buf = layer & 1;
+    double t0 = ig_time_s();
+    for (int i = 0; i < r->n_dec; i++) {
+        ig_selection sel = selection_of(r, buf, r->dec_slots[i]);
+        select_all(r, layer, r->dec_slots[i], &sel);
+        r->sel_ok[buf][r->dec_slots[i]] = 1;
+    }
+    r->stats.select_s += ig_time_s() - t0;
+    submit_gather(e, layer);
 }
 
 void ig_kv_layer_begin(ig_engine *e, int layer) {
     ig_kv_run *r = e->kv;
-    if (r->n_dec == 0 || r->caps.dense || !r->ops->select_ahead) return;
+    if (r->n_dec == 0 || r->contig) return;
+    if (r->caps.dense) {
+        if (r->inplace) return;
+        if (layer == 0) dense_ahead(e, 0);
+        if (layer + 1 < r->L) dense_ahead(e, layer + 1);
+        return;
+    }
+    if (!r->ops->select_ahead) return;
     if (layer == 0) run_select_ahead(e, 0);
     if (layer + 1 < r->L) run_select_ahead(e, layer + 1);
 }
@@ -613,7 +685,9 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
     int buf = layer & 1;
     if (r->n_dec > 0 && !r->contig) {
         double t0 = ig_time_s();
+        int need_gather = 0;
         if (!r->caps.dense && r->ops->select && !r->ops->select_ahead) {
+            need_gather = 1;
             fill_views(e, layer);
             size_t qd = (size_t)r->H * (size_t)r->hd;
             for (int i = 0; i < r->n_dec; i++)
@@ -626,16 +700,17 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
         for (int i = 0; i < r->n_dec; i++) {
             int slot = r->dec_slots[i];
             ig_selection sel = selection_of(r, buf, slot);
-            if (r->caps.dense) {
+            if (r->caps.dense && !r->sel_ok[buf][slot]) {
                 select_all(r, layer, slot, &sel);
                 r->sel_ok[buf][slot] = 1;
+                need_gather = 1;
             }
             IG_ASSERT(r->sel_ok[buf][slot]); /* a sparse policy must implement a select hook */
             check_selection(r, layer, slot, &sel);
         }
         r->stats.select_s += ig_time_s() - t0;
-        if (!r->inplace && (r->caps.dense || !r->ops->select_ahead))
-            for (int i = 0; i < r->n_dec; i++) gather(e, layer, buf, r->dec_slots[i]);
+        if (!r->inplace && need_gather) submit_gather(e, layer);
+        if (!r->inplace) wait_gather(r, layer);
     }
     for (int s = 0; s < e->n_cur; s++)
         if (!is_decode(e, s)) prefill_seq(e, layer, s);
