@@ -66,7 +66,8 @@ static void expect_error(const char *args, const char *needle) {
 }
 
 static void test_help(void) {
-    const char *cmds[] = {"--help", "generate --help", "ppl --help", "info --help"};
+    const char *cmds[] = {"--help",      "generate --help", "ppl --help",
+                          "info --help", "policies --help", "bench-decode --help"};
     run_out *r = malloc(sizeof *r);
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         run(r, cmds[i]);
@@ -103,6 +104,18 @@ static void test_ppl_errors(void) {
     expect_error(args, "exceeds the model's context length 128");
     snprintf(args, sizeof args, "ppl --text '%s'", tmpfile_with("bad.txt", "bad \xff\xfe utf8"));
     expect_error(args, "UTF-8");
+    /* KV policies: unknown policy or parameter, settings without a policy, too long a prefill */
+    const char *t = tmpfile_with("p.txt", "some words for the policy checks");
+    snprintf(args, sizeof args, "ppl --text '%s' --policy nosuch", t);
+    expect_error(args, "unknown policy 'nosuch' (policies: full");
+    snprintf(args, sizeof args, "ppl --text '%s' --policy full --set alpha=3", t);
+    expect_error(args, "policy full has no parameter 'alpha'");
+    snprintf(args, sizeof args, "ppl --text '%s' --set alpha=3", t);
+    expect_error(args, "need --policy");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 8 --prefill 7 --policy full", t);
+    expect_error(args, "leaves nothing to decode");
+    expect_error("bench-decode --batch 0", "--batch: '0'");
+    expect_error("policies nosuch", "unknown policy 'nosuch'");
 }
 
 static void test_ppl_json(void) {
