@@ -2,7 +2,9 @@
  * sgemm throughput, then ig_cpu_linear at M = 1 (batch-1 decode) for f32/f16/bf16 weights with
  * SmolLM2-135M's shapes, as GB/s of weights streamed and as a fraction of the read bandwidth.
  * "cold" cycles through copies of W larger than any cache together (what decode sees: every layer's
- * weights once per token); "hot" repeats one W (cache-resident when it fits). Prints a table;
+ * weights once per token); "hot" repeats one W (cache-resident when it fits). Then the kernels KV
+ * policies use: decode attention over f32/f16 rows (a KV cache in host memory), InfiniGen's partial
+ * scores and top-k, the KV quantization codec, and H2O's column sums at prefill. Prints a table;
  * --json writes the same figures. Never part of the test suite. */
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/measure.h"
 
 typedef struct bench_opts {
@@ -22,17 +25,21 @@ typedef struct bench_opts {
     double min_time_s;
     const char *json_path;
     int quick;
+    int kv_only;
 } bench_opts;
 
 static void usage(const char *argv0) {
     printf("usage: %s [options]\n"
            "Measures memory bandwidth, sgemm GFLOP/s and ig_cpu_linear at M=1 (f32/f16/bf16,\n"
-           "K=576 N=1536 and K=576 N=49152) as GB/s of weights vs the read bandwidth.\n"
+           "K=576 N=1536 and K=576 N=49152) as GB/s of weights vs the read bandwidth, then the\n"
+           "KV-policy kernels (attention over f32/f16 rows, partial scores, top-k, KV codec,\n"
+           "column sums).\n"
            "  --threads N     kernel and OpenBLAS threads (default: all cores / OMP_NUM_THREADS)\n"
            "  --bw-mib N      buffer for the bandwidth test in MiB (default 1024)\n"
            "  --cold-mib N    total size of the weight copies cycled in cold runs (default 512)\n"
            "  --time S        minimum seconds per measurement (default 0.3)\n"
            "  --quick         smaller buffers and shorter runs (a smoke test)\n"
+           "  --kv-only       bandwidth, then only the KV-policy kernels\n"
            "  --json FILE     also write the results as JSON\n"
            "  --help          this text\n"
            "IG_SIMD=scalar|avx2|avx512 caps the SIMD level.\n",
@@ -40,7 +47,7 @@ static void usage(const char *argv0) {
 }
 
 static int parse_args(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){0, 1024u << 20, 512u << 20, 0.3, NULL, 0};
+    *o = (bench_opts){0, 1024u << 20, 512u << 20, 0.3, NULL, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -49,6 +56,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             exit(0);
         } else if (!strcmp(a, "--quick")) {
             o->quick = 1;
+        } else if (!strcmp(a, "--kv-only")) {
+            o->kv_only = 1;
         } else if (val && !strcmp(a, "--threads")) {
             o->threads = atoi(val), i++;
         } else if (val && !strcmp(a, "--bw-mib")) {
@@ -212,6 +221,277 @@ static double bench_attention_decode(int64_t n_ctx, double min_time_s) {
     return t / n;
 }
 
+/* ---- kernels for KV policies -------------------------------------------------------------------
+ */
+
+/* Median (and *best) seconds of fn(ctx, i) over calls i = 0, 1, ... for at least min_time_s. */
+typedef void (*bench_fn)(void *ctx, int i);
+static double time_calls(bench_fn fn, void *ctx, double min_time_s, double *best) {
+    for (int i = 0; i < 3; i++) fn(ctx, i); /* warm-up */
+    enum { MAX_SAMPLES = 8192 };
+    static double samples[MAX_SAMPLES];
+    int ns = 0;
+    double start = ig_time_s();
+    while (ns < MAX_SAMPLES && (ns < 5 || ig_time_s() - start < min_time_s)) {
+        double t0 = ig_time_s();
+        fn(ctx, ns);
+        samples[ns++] = ig_time_s() - t0;
+    }
+    qsort(samples, (size_t)ns, sizeof samples[0], cmp_double);
+    *best = samples[0];
+    return samples[ns / 2];
+}
+
+/* A named figure for the table and the JSON file. */
+typedef struct kv_result {
+    char name[64];
+    double us, us_best, gbps, ratio; /* ratio: gbps / read bandwidth (0: not a streaming figure) */
+} kv_result;
+static kv_result g_kv[32];
+static int g_nkv;
+
+static void kv_report(const char *name, double s, double best, double bytes, double read_gbps) {
+    kv_result *r = &g_kv[g_nkv < 32 ? g_nkv++ : 31];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->us = s * 1e6;
+    r->us_best = best * 1e6;
+    r->gbps = bytes > 0 ? bytes / s * 1e-9 : 0;
+    r->ratio = bytes > 0 && read_gbps > 0 ? r->gbps / read_gbps : 0;
+    if (bytes > 0)
+        printf("  %-44s %9.1f %9.1f %8.2f %6.2f %6.2f\n", name, r->us, r->us_best, r->gbps,
+               r->ratio, read_gbps > 0 ? bytes / best * 1e-9 / read_gbps : 0);
+    else
+        printf("  %-44s %9.1f %9.1f\n", name, r->us, r->us_best);
+}
+
+/* Decode over gathered rows: 9 query / 3 KV heads, hd 64, n rows per KV head. Cold: the call
+ * cycles through copies of K and V larger than the caches together (a KV cache in host memory). */
+typedef struct rows_ctx {
+    ig_dtype t;
+    int64_t n;
+    int copies;
+    char **k, **v;
+    float q[9 * 64], out[9 * 64];
+    float *ws;
+    size_t wsn;
+} rows_ctx;
+
+static void rows_call(void *p, int i) {
+    rows_ctx *c = p;
+    int c_i = i % c->copies;
+    size_t es = ig_dtype_size(c->t), per = (size_t)c->n * 64 * es;
+    const void *kr[3], *vr[3];
+    int64_t nr[3] = {c->n, c->n, c->n};
+    for (int g = 0; g < 3; g++) {
+        kr[g] = c->k[c_i] + g * per;
+        vr[g] = c->v[c_i] + g * per;
+    }
+    ig_cpu_attention_rows_t(c->q, c->t, kr, vr, 64, nr, c->n, 9, 3, 64, 0.125f, c->ws, c->wsn, NULL,
+                            c->out);
+}
+
+static void bench_rows(const bench_opts *o, ig_dtype t, int64_t n, int cold, double read_gbps) {
+    rows_ctx *c = calloc(1, sizeof *c);
+    if (!c) exit(1);
+    c->t = t;
+    c->n = n;
+    size_t es = ig_dtype_size(t), bytes = 2 * 3 * (size_t)n * 64 * es; /* K + V read per call */
+    c->copies = cold ? (int)((o->cold_bytes + bytes - 1) / bytes) : 1;
+    if (c->copies < 1) c->copies = 1;
+    c->k = calloc((size_t)c->copies, sizeof *c->k);
+    c->v = calloc((size_t)c->copies, sizeof *c->v);
+    ig_rng r;
+    ig_rng_seed(&r, 3);
+    for (int i = 0; i < c->copies; i++) {
+        c->k[i] = ig_aligned_alloc(bytes / 2, NULL);
+        c->v[i] = ig_aligned_alloc(bytes / 2, NULL);
+        if (!c->k[i] || !c->v[i]) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+        for (size_t e = 0; e < 3 * (size_t)n * 64; e++) {
+            float a = frand01(&r) - 0.5f, b = frand01(&r) - 0.5f;
+            if (t == IG_DTYPE_F32) {
+                ((float *)c->k[i])[e] = a;
+                ((float *)c->v[i])[e] = b;
+            } else {
+                ((uint16_t *)c->k[i])[e] = ig_f32_to_f16(a);
+                ((uint16_t *)c->v[i])[e] = ig_f32_to_f16(b);
+            }
+        }
+    }
+    for (int i = 0; i < 9 * 64; i++) c->q[i] = frand01(&r) - 0.5f;
+    c->wsn = ig_cpu_attention_ws_floats(1, n, 9, 64, 0);
+    c->ws = malloc(c->wsn * sizeof(float));
+    double best, s = time_calls(rows_call, c, o->min_time_s, &best);
+    char name[64];
+    snprintf(name, sizeof name, "attention_rows %s n=%ld %s", ig_dtype_name(t), (long)n,
+             cold ? "cold" : "hot");
+    kv_report(name, s, best, (double)bytes, read_gbps);
+    for (int i = 0; i < c->copies; i++) {
+        free(c->k[i]);
+        free(c->v[i]);
+    }
+    free(c->k);
+    free(c->v);
+    free(c->ws);
+    free(c);
+}
+
+/* InfiniGen speculation for one KV head: 3 partial queries against n cached partial keys of 13
+ * columns (0.2 * 64), then top-k of one head's scores. */
+typedef struct spec_ctx {
+    int64_t n, k;
+    int copies;
+    float **pk;
+    float pq[3 * 13];
+    float *scores;
+    int32_t *idx;
+    void *ws;
+    size_t wsb;
+} spec_ctx;
+
+static void pscore_call(void *p, int i) {
+    spec_ctx *c = p;
+    ig_cpu_partial_scores(c->pq, 3, 13, c->pk[i % c->copies], 13, c->n, c->scores);
+}
+
+static void topk_call(void *p, int i) {
+    spec_ctx *c = p;
+    (void)i;
+    ig_cpu_topk(c->scores, c->n, c->k, c->idx, c->ws, c->wsb);
+}
+
+static void bench_spec(const bench_opts *o, int64_t n, int cold, double read_gbps) {
+    spec_ctx c = {0};
+    c.n = n;
+    c.k = n / 5;
+    size_t bytes = (size_t)n * 13 * sizeof(float);
+    c.copies = cold ? (int)((o->cold_bytes + bytes - 1) / bytes) : 1;
+    c.pk = calloc((size_t)c.copies, sizeof *c.pk);
+    c.scores = malloc(3 * (size_t)n * sizeof(float));
+    c.idx = malloc((size_t)n * sizeof(int32_t));
+    c.wsb = ig_cpu_topk_ws_bytes(n);
+    c.ws = malloc(c.wsb);
+    if (!c.pk || !c.scores || !c.idx || !c.ws) exit(1);
+    ig_rng r;
+    ig_rng_seed(&r, 4);
+    for (int i = 0; i < c.copies; i++) {
+        c.pk[i] = ig_aligned_alloc(bytes, NULL);
+        if (!c.pk[i]) exit(1);
+        for (int64_t e = 0; e < n * 13; e++) c.pk[i][e] = frand01(&r) - 0.5f;
+    }
+    for (int i = 0; i < 3 * 13; i++) c.pq[i] = frand01(&r) - 0.5f;
+    double best, s = time_calls(pscore_call, &c, o->min_time_s, &best);
+    char name[64];
+    snprintf(name, sizeof name, "partial_scores n=%ld k_cols=13 n_q=3 %s", (long)n,
+             cold ? "cold" : "hot");
+    kv_report(name, s, best, (double)bytes, read_gbps);
+    if (!cold) {
+        s = time_calls(topk_call, &c, o->min_time_s, &best);
+        snprintf(name, sizeof name, "topk n=%ld k=%ld (us)", (long)n, (long)c.k);
+        kv_report(name, s, best, 0, read_gbps);
+    }
+    for (int i = 0; i < c.copies; i++) free(c.pk[i]);
+    free(c.pk);
+    free(c.scores);
+    free(c.idx);
+    free(c.ws);
+}
+
+/* The KV codec over one layer's keys of 4096 tokens (3 KV heads x 4096 rows of 64): GB/s counted
+ * on the f32 side (what is read by quantize and written by dequantize). */
+typedef struct kvq_ctx {
+    int64_t rows;
+    int bits;
+    float *x, *y;
+    uint8_t *q;
+} kvq_ctx;
+
+static void quant_call(void *p, int i) {
+    kvq_ctx *c = p;
+    (void)i;
+    ig_kvq_quantize_rows(c->x, c->rows, 64, c->bits, 64, c->q);
+}
+
+static void dequant_call(void *p, int i) {
+    kvq_ctx *c = p;
+    (void)i;
+    ig_kvq_dequantize_rows(c->q, c->rows, 64, c->bits, 64, c->y);
+}
+
+static void bench_kvq(const bench_opts *o, int bits, double read_gbps) {
+    kvq_ctx c = {3 * 4096, bits, NULL, NULL, NULL};
+    c.x = malloc((size_t)c.rows * 64 * sizeof(float));
+    c.y = malloc((size_t)c.rows * 64 * sizeof(float));
+    c.q = malloc((size_t)c.rows * ig_kvq_row_bytes(64, bits, 64));
+    if (!c.x || !c.y || !c.q) exit(1);
+    ig_rng r;
+    ig_rng_seed(&r, 5);
+    for (int64_t e = 0; e < c.rows * 64; e++) c.x[e] = frand01(&r) * 4.0f - 2.0f;
+    double f32_bytes = (double)c.rows * 64 * sizeof(float), best, s;
+    char name[64];
+    s = time_calls(quant_call, &c, o->min_time_s, &best);
+    snprintf(name, sizeof name, "kvq quantize %d-bit 12288x64 (f32 GB/s)", bits);
+    kv_report(name, s, best, f32_bytes, read_gbps);
+    s = time_calls(dequant_call, &c, o->min_time_s, &best);
+    snprintf(name, sizeof name, "kvq dequantize %d-bit 12288x64 (f32 GB/s)", bits);
+    kv_report(name, s, best, f32_bytes, read_gbps);
+    free(c.x);
+    free(c.y);
+    free(c.q);
+}
+
+/* Prefill attention with and without H2O's column sums (9 / 3 heads, hd 64). */
+typedef struct colsum_ctx {
+    int64_t n;
+    float *q, *k, *v, *out, *cs, *ws;
+    size_t wsn;
+    int with;
+} colsum_ctx;
+
+static void colsum_call(void *p, int i) {
+    colsum_ctx *c = p;
+    (void)i;
+    ig_cpu_attention_colsum(c->q, c->n, 0, c->k, c->v, c->n, 9, 3, 64, 0.125f, c->ws, c->wsn,
+                            c->with ? c->cs : NULL, c->n, c->out);
+}
+
+static void bench_colsum(const bench_opts *o, int64_t n, double read_gbps) {
+    colsum_ctx c = {0};
+    c.n = n;
+    c.q = malloc((size_t)n * 9 * 64 * sizeof(float));
+    c.out = malloc((size_t)n * 9 * 64 * sizeof(float));
+    c.k = malloc((size_t)n * 3 * 64 * sizeof(float));
+    c.v = malloc((size_t)n * 3 * 64 * sizeof(float));
+    c.cs = calloc((size_t)n * 9, sizeof(float));
+    c.wsn = ig_cpu_attention_colsum_ws_floats(n, n, 9, 64, 0);
+    c.ws = malloc(c.wsn * sizeof(float));
+    if (!c.q || !c.out || !c.k || !c.v || !c.cs || !c.ws) exit(1);
+    ig_rng r;
+    ig_rng_seed(&r, 6);
+    for (int64_t e = 0; e < n * 9 * 64; e++) c.q[e] = frand01(&r) - 0.5f;
+    for (int64_t e = 0; e < n * 3 * 64; e++) c.k[e] = frand01(&r) - 0.5f, c.v[e] = frand01(&r);
+    double best0, best1, s0, s1;
+    char name[64];
+    c.with = 0;
+    s0 = time_calls(colsum_call, &c, o->min_time_s, &best0);
+    snprintf(name, sizeof name, "prefill attention n=%ld (us)", (long)n);
+    kv_report(name, s0, best0, 0, read_gbps);
+    c.with = 1;
+    s1 = time_calls(colsum_call, &c, o->min_time_s, &best1);
+    snprintf(name, sizeof name, "  + column sums (H2O) n=%ld (us)", (long)n);
+    kv_report(name, s1, best1, 0, read_gbps);
+    printf("  %-44s %8.1f%% (median), %.1f%% (best)\n", "  column-sum overhead",
+           (s1 / s0 - 1) * 100, (best1 / best0 - 1) * 100);
+    free(c.q);
+    free(c.out);
+    free(c.k);
+    free(c.v);
+    free(c.cs);
+    free(c.ws);
+}
+
 int main(int argc, char **argv) {
     bench_opts o;
     if (parse_args(argc, argv, &o) != 0) return 2;
@@ -242,7 +522,9 @@ int main(int argc, char **argv) {
     printf("  copy bandwidth   %8.2f GB/s (read + write counted)\n\n", copy_gbps);
 
     static const int gemm_shapes[][3] = {{512, 1536, 576}, {1024, 1024, 1024}, {128, 576, 576}};
-    double gflops[3];
+    double gflops[3] = {0, 0, 0}, attn_us[3] = {0, 0, 0};
+    static const int64_t ctxs[] = {512, 2048, 8192};
+    if (o.kv_only) goto kv;
     printf("sgemm (OpenBLAS, %d threads)\n", threads);
     for (int i = 0; i < 3; i++) {
         gflops[i] = ig_cpu_measure_sgemm_gflops(gemm_shapes[i][0], gemm_shapes[i][1],
@@ -267,8 +549,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof Ms / sizeof Ms[0]; i++)
         bench_linear(&o, IG_DTYPE_F16, Ms[i], 576, 1536, 0, read_gbps);
 
-    static const int64_t ctxs[] = {512, 2048, 8192};
-    double attn_us[3];
     printf("\nig_cpu_attention decode (9 query / 3 KV heads, hd 64)\n");
     for (int i = 0; i < 3; i++) {
         attn_us[i] = bench_attention_decode(ctxs[i], o.min_time_s) * 1e6;
@@ -276,6 +556,18 @@ int main(int argc, char **argv) {
         printf("  n_ctx %-5ld %9.1f us  (%.2f GB/s of K+V)\n", (long)ctxs[i], attn_us[i],
                kv_bytes / attn_us[i] * 1e-3);
     }
+
+kv:
+    printf("\nkernels for KV policies (us/call: median and best; GB/s at the median; ratio = "
+           "GB/s / read bandwidth, at the median and the best time)\n");
+    printf("  %-44s %9s %9s %8s %6s %6s\n", "", "us(med)", "us(best)", "GB/s", "ratio", "r.best");
+    for (int cold = 0; cold < 2; cold++)
+        for (int t = 0; t < 2; t++)
+            bench_rows(&o, t ? IG_DTYPE_F16 : IG_DTYPE_F32, 4096, cold, read_gbps);
+    bench_spec(&o, 4096, 0, read_gbps);
+    bench_spec(&o, 32768, 1, read_gbps);
+    for (int bits = 8; bits >= 2; bits /= 2) bench_kvq(&o, bits, read_gbps);
+    bench_colsum(&o, o.quick ? 256 : 1024, read_gbps);
 
     if (o.json_path) {
         FILE *f = fopen(o.json_path, "w");
@@ -307,6 +599,13 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 3; i++)
             fprintf(f, "%s\n    {\"n_ctx\": %ld, \"us\": %.3f}", i ? "," : "", (long)ctxs[i],
                     attn_us[i]);
+        fprintf(f, "\n  ],\n  \"kv_policy_kernels\": [");
+        for (int i = 0; i < g_nkv; i++)
+            fprintf(f,
+                    "%s\n    {\"name\": \"%s\", \"us\": %.3f, \"us_best\": %.3f, \"gbps\": %.3f, "
+                    "\"ratio_to_read_bw\": %.4f}",
+                    i ? "," : "", g_kv[i].name, g_kv[i].us, g_kv[i].us_best, g_kv[i].gbps,
+                    g_kv[i].ratio);
         fprintf(f, "\n  ]\n}\n");
         fclose(f);
         printf("\nwrote %s\n", o.json_path);

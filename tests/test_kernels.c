@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/measure.h"
 #include "tests/test_util.h"
 
@@ -645,12 +646,12 @@ static void test_attention(void) {
         }
     }
     restore_defaults();
-    /* The workspace formula: bounded by 32 * n_ctx per thread whatever n_q. */
-    /* The workspace formula (see cpu_kernels.h). */
-    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(1, 8192, 9, 64, 2), 32 * 9 * 66 + 2 * 256);
-    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(1, 100, 9, 64, 2), 9 * 66 + 2 * 112);
+    /* The workspace formula (see cpu_kernels.h): bounded by 32 * n_ctx per thread whatever n_q. */
+    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(1, 8192, 9, 64, 2), 32 * 9 * 66 + 2 * 4 * 256);
+    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(1, 100, 9, 64, 2), 9 * 66 + 2 * 4 * 112);
+    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(1, 100, 2, 64, 2), 2 * 66 + 2 * 2 * 112);
     CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(4096, 8192, 9, 64, 2), 2 * 32 * 8192);
-    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(20, 100, 9, 64, 1), 8 * 9 * 66 + 112);
+    CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(20, 100, 9, 64, 1), 8 * 9 * 66 + 4 * 112);
     CU_ASSERT_EQUAL(ig_cpu_attention_ws_floats(20, 1000, 9, 64, 1), 20 * 1008);
     /* monotone in n_q: a workspace for the largest batch serves every smaller one */
     int mono = 1;
@@ -765,6 +766,572 @@ static void test_attention_rows(void) {
     free(q);
     free(ref);
     gfree(out);
+}
+
+/* ---- attention with column sums (H2O) ----------------------------------------------------------
+ */
+
+static int g_colsum_fail_printed;
+
+/* The column sums of one call against the reference, on top of a non-zero start, in rows of a
+ * stride wider than p0 + n_q whose gap must stay untouched; `out` bitwise as ig_cpu_attention;
+ * colsum bitwise the same at 1, 2 and 3 threads. */
+static void check_colsum(ig_rng *r, attn_case c) {
+    int64_t n_ctx = c.p0 + c.n_q, cs_stride = n_ctx + 5;
+    int64_t qn = c.n_q * c.n_head * c.hd, kvn = (int64_t)c.n_kv * c.stride * c.hd;
+    int64_t csn = c.n_head * cs_stride;
+    float *q = malloc(qn * 4), *k = malloc(kvn * 4), *v = malloc(kvn * 4);
+    float *ref = malloc(qn * 4), *out = galloc(qn), *out_plain = malloc(qn * 4);
+    float *cs0 = malloc(csn * 4), *cs_ref = malloc(csn * 4), *cs = galloc(csn);
+    float *cs_t[3];
+    CU_ASSERT_FATAL(q && k && v && ref && out_plain && cs0 && cs_ref);
+    fill(r, q, qn, -c.qscale, c.qscale);
+    fill(r, k, kvn, -1.0f, 1.0f);
+    fill(r, v, kvn, -1.0f, 1.0f);
+    for (int g = 0; g < c.n_kv; g++)
+        for (int64_t j = n_ctx; j < c.stride; j++)
+            for (int d = 0; d < c.hd; d++) k[((int64_t)g * c.stride + j) * c.hd + d] = NAN;
+    for (int64_t i = 0; i < csn; i++) cs0[i] = (i % cs_stride) < n_ctx ? frand(r, 0, 3) : -7.0f;
+    float scale = 1.0f / sqrtf((float)c.hd);
+    memcpy(cs_ref, cs0, csn * 4);
+    ig_ref_attention_colsum(q, c.n_q, c.p0, k, v, c.stride, c.n_head, c.n_kv, c.hd, scale, cs_ref,
+                            cs_stride, ref);
+    int bad = 0, det = 1, same_out = 1, guards = 1;
+    double worst = 0;
+    for (int th = 1; th <= 3; th++) {
+        ig_cpu_set_threads(th);
+        size_t wsn = ig_cpu_attention_colsum_ws_floats(c.n_q, n_ctx, c.n_head, c.hd, th);
+        CU_ASSERT(wsn >= ig_cpu_attention_ws_floats(c.n_q, n_ctx, c.n_head, c.hd, th));
+        float *ws = galloc((int64_t)wsn);
+        memcpy(cs, cs0, csn * 4);
+        ig_cpu_attention_colsum(q, c.n_q, c.p0, k, v, c.stride, c.n_head, c.n_kv, c.hd, scale, ws,
+                                wsn, cs, cs_stride, out);
+        guards &= gintact(cs, csn) && gintact(out, qn) && gintact(ws, (int64_t)wsn);
+        ig_cpu_attention(q, c.n_q, c.p0, k, v, c.stride, c.n_head, c.n_kv, c.hd, scale, ws, wsn,
+                         out_plain);
+        same_out &= memcmp(out, out_plain, qn * 4) == 0;
+        cs_t[th - 1] = malloc(csn * 4);
+        memcpy(cs_t[th - 1], cs, csn * 4);
+        if (th > 1) det &= memcmp(cs_t[th - 1], cs_t[0], csn * 4) == 0;
+        gfree(ws);
+    }
+    for (int64_t i = 0; i < csn; i++) {
+        if (i % cs_stride >= n_ctx) { /* the gap: untouched */
+            bad += cs[i] != -7.0f;
+            continue;
+        }
+        /* each probability within 1e-6 of the reference, summed over the queries */
+        double err = fabs((double)cs[i] - cs_ref[i]);
+        worst = fmax(worst, err);
+        if (!(err <= 1e-6 * (double)c.n_q + 1e-6 * fabs(cs_ref[i]))) bad++;
+    }
+    /* every query's probabilities sum to 1 */
+    double mass_err = 0;
+    for (int h = 0; h < c.n_head; h++) {
+        double s = 0;
+        for (int64_t j = 0; j < n_ctx; j++)
+            s += (double)cs[h * cs_stride + j] - cs0[h * cs_stride + j];
+        mass_err = fmax(mass_err, fabs(s - (double)c.n_q));
+    }
+    double oerr = 0;
+    for (int64_t i = 0; i < qn; i++) oerr = fmax(oerr, fabs((double)out[i] - ref[i]));
+    int ok = bad == 0 && det && same_out && guards && mass_err <= 1e-4 * (double)c.n_q &&
+             oerr <= 1e-5 * max_abs(ref, qn) && all_finite(cs, csn);
+    CU_ASSERT(ok);
+    if (!ok && g_colsum_fail_printed++ < 10)
+        printf("\n  colsum n_q=%ld p0=%ld heads=%d/%d hd=%d [%s]: bad=%d worst=%.3g det=%d "
+               "same_out=%d guards=%d mass_err=%.3g oerr=%.3g\n",
+               (long)c.n_q, (long)c.p0, c.n_head, c.n_kv, c.hd, ig_cpu_simd_name(), bad, worst, det,
+               same_out, guards, mass_err, oerr);
+    for (int th = 0; th < 3; th++) free(cs_t[th]);
+    free(q);
+    free(k);
+    free(v);
+    free(ref);
+    gfree(out);
+    free(out_plain);
+    free(cs0);
+    free(cs_ref);
+    gfree(cs);
+}
+
+static void test_attention_colsum(void) {
+    ig_rng r;
+    ig_rng_seed(&r, 11);
+    static const attn_case cases[] = {
+        {1, 0, 8, 9, 3, 64, 1.0f},     /* one query: the probabilities themselves */
+        {1, 300, 301, 9, 3, 64, 3.0f}, /* decode over two chunks */
+        {5, 250, 260, 9, 3, 64, 1.0f}, /* queries on both sides of a chunk boundary */
+        {8, 0, 8, 10, 2, 40, 1.0f},    /* group of 5: passes of 4 + 1 heads */
+        {9, 3, 20, 9, 3, 64, 1.0f},    /* smallest sgemm case */
+        {75, 19, 100, 9, 3, 64, 2.0f}, /* blocks of 32 + partial, appended to a cache */
+        {200, 0, 200, 6, 1, 37, 1.0f}, /* MQA, odd head size, 7 blocks x 6 heads: several rounds */
+        {70, 1100, 1170, 4, 4, 16, 1.0f}, /* colsum rows wider than one reduction item */
+    };
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!use_level(l)) continue;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_colsum(&r, cases[i]);
+    }
+    restore_defaults();
+    /* Chunked prefill into one fixed-stride array gives the sums of the whole prefill. */
+    const int n_head = 6, n_kv = 2, hd = 32;
+    const int64_t cap = 128, n1 = 45, n2 = 38;
+    float *q = malloc((n1 + n2) * n_head * hd * 4), *k = malloc(n_kv * cap * hd * 4);
+    float *v = malloc(n_kv * cap * hd * 4), *out = malloc((n1 + n2) * n_head * hd * 4);
+    float *cs_one = calloc(n_head * cap, 4), *cs_two = calloc(n_head * cap, 4);
+    fill(&r, q, (n1 + n2) * n_head * hd, -1, 1);
+    fill(&r, k, n_kv * cap * hd, -1, 1);
+    fill(&r, v, n_kv * cap * hd, -1, 1);
+    size_t wsn = ig_cpu_attention_colsum_ws_floats(n1 + n2, cap, n_head, hd, 0);
+    float *ws = malloc(wsn * 4);
+    ig_cpu_attention_colsum(q, n1 + n2, 0, k, v, cap, n_head, n_kv, hd, 0.2f, ws, wsn, cs_one, cap,
+                            out);
+    ig_cpu_attention_colsum(q, n1, 0, k, v, cap, n_head, n_kv, hd, 0.2f, ws, wsn, cs_two, cap, out);
+    ig_cpu_attention_colsum(q + n1 * n_head * hd, n2, n1, k, v, cap, n_head, n_kv, hd, 0.2f, ws,
+                            wsn, cs_two, cap, out);
+    double err = 0;
+    for (int64_t i = 0; i < n_head * cap; i++) err = fmax(err, fabs(cs_one[i] - cs_two[i]));
+    CU_ASSERT(err <= 1e-5);
+    free(q);
+    free(k);
+    free(v);
+    free(out);
+    free(cs_one);
+    free(cs_two);
+    free(ws);
+    /* The workspace formula (see cpu_kernels.h): the prefill term gets 8 slots per thread. */
+    CU_ASSERT_EQUAL(ig_cpu_attention_colsum_ws_floats(4096, 8192, 9, 64, 2), 2 * 40 * 8192);
+    CU_ASSERT_EQUAL(ig_cpu_attention_colsum_ws_floats(1, 100, 9, 64, 2),
+                    ig_cpu_attention_ws_floats(1, 100, 9, 64, 2));
+    CU_ASSERT_EQUAL(ig_cpu_attention_colsum_ws_floats(20, 1000, 9, 64, 1), 28 * 1008);
+}
+
+/* ---- gathered rows of f32 / f16 / bf16 in a strided buffer -------------------------------------
+ */
+
+typedef struct rows_case {
+    int n_head, n_kv, hd;
+    int64_t n_max; /* rows of group g: n_max - 37 * g (at least 0) */
+    int64_t pad;   /* row_stride = hd + pad */
+} rows_case;
+
+static int g_rows_fail_printed;
+
+static void check_rows_t(ig_rng *r, rows_case c, ig_dtype t, int th) {
+    int64_t stride = c.hd + c.pad;
+    size_t es = ig_dtype_size(t);
+    int64_t per = c.n_max * stride; /* elements per group */
+    float *kf = malloc((size_t)(c.n_kv * per) * 4), *vf = malloc((size_t)(c.n_kv * per) * 4);
+    char *kb = malloc((size_t)(c.n_kv * per) * es), *vb = malloc((size_t)(c.n_kv * per) * es);
+    float *q = malloc((size_t)c.n_head * c.hd * 4), *ref = malloc((size_t)c.n_head * c.hd * 4);
+    float *out = galloc((int64_t)c.n_head * c.hd), *pr = malloc((size_t)c.n_head * c.n_max * 4);
+    float *pf = galloc((int64_t)c.n_head * c.n_max);
+    CU_ASSERT_FATAL(kf && vf && kb && vb && q && ref && pr);
+    fill(r, kf, c.n_kv * per, -1, 1);
+    fill(r, vf, c.n_kv * per, -1, 1);
+    fill(r, q, (int64_t)c.n_head * c.hd, -2, 2);
+    /* NaN in the gaps between rows: a read there shows in the output. */
+    for (int64_t i = 0; i < c.n_kv * per; i++)
+        if (i % stride >= c.hd) kf[i] = vf[i] = NAN;
+    ig_convert(t, kb, IG_DTYPE_F32, kf, (size_t)(c.n_kv * per));
+    ig_convert(t, vb, IG_DTYPE_F32, vf, (size_t)(c.n_kv * per));
+    const void *kr[16], *vr[16];
+    int64_t nr[16];
+    for (int g = 0; g < c.n_kv; g++) {
+        kr[g] = kb + (size_t)(g * per) * es;
+        vr[g] = vb + (size_t)(g * per) * es;
+        nr[g] = c.n_max - 37 * g > 0 ? c.n_max - 37 * g : 0;
+    }
+    size_t wsn = ig_cpu_attention_ws_floats(1, c.n_max, c.n_head, c.hd, th);
+    float *ws = galloc((int64_t)wsn);
+    ig_ref_attention_rows_t(q, t, kr, vr, stride, nr, c.n_max, c.n_head, c.n_kv, c.hd, 0.15f, pr,
+                            ref);
+    ig_cpu_attention_rows_t(q, t, kr, vr, stride, nr, c.n_max, c.n_head, c.n_kv, c.hd, 0.15f, ws,
+                            wsn, pf, out);
+    double err = 0;
+    for (int i = 0; i < c.n_head * c.hd; i++) err = fmax(err, fabs((double)out[i] - ref[i]));
+    int bad_p = 0;
+    for (int64_t i = 0; i < c.n_head * c.n_max; i++)
+        bad_p += !(fabs((double)pf[i] - pr[i]) <= 1e-6);
+    int ok = err <= 1e-5 * fmax(max_abs(ref, (int64_t)c.n_head * c.hd), 1e-30) && bad_p == 0 &&
+             all_finite(out, (int64_t)c.n_head * c.hd) && gintact(out, (int64_t)c.n_head * c.hd) &&
+             gintact(pf, (int64_t)c.n_head * c.n_max) && gintact(ws, (int64_t)wsn);
+    /* without probabilities: the same output */
+    float *out2 = malloc((size_t)c.n_head * c.hd * 4);
+    ig_cpu_attention_rows_t(q, t, kr, vr, stride, nr, c.n_max, c.n_head, c.n_kv, c.hd, 0.15f, ws,
+                            wsn, NULL, out2);
+    ok &= memcmp(out, out2, (size_t)c.n_head * c.hd * 4) == 0;
+    CU_ASSERT(ok);
+    if (!ok && g_rows_fail_printed++ < 10)
+        printf(
+            "\n  rows_t %s heads=%d/%d hd=%d n=%ld pad=%ld [%s, %d threads]: err=%.3g bad_p=%d\n",
+            ig_dtype_name(t), c.n_head, c.n_kv, c.hd, (long)c.n_max, (long)c.pad,
+            ig_cpu_simd_name(), th, err, bad_p);
+    free(out2);
+    free(kf);
+    free(vf);
+    free(kb);
+    free(vb);
+    free(q);
+    free(ref);
+    gfree(out);
+    free(pr);
+    gfree(pf);
+    gfree(ws);
+}
+
+static void test_attention_rows_t(void) {
+    ig_rng r;
+    ig_rng_seed(&r, 12);
+    static const rows_case cases[] = {
+        {9, 3, 64, 600, 0},   /* SmolLM2's heads, packed rows, several chunks */
+        {9, 3, 64, 300, 128}, /* rows inside a token-major [n][n_kv][hd] buffer */
+        {4, 4, 80, 70, 3},    /* MHA, hd with a 16-tail */
+        {8, 1, 128, 260, 0},  /* group of 8: two passes of 4 heads */
+        {12, 2, 40, 150, 8},  /* group of 6: passes of 4 + 2 */
+        {5, 1, 7, 40, 1},     /* tiny head: all tail */
+        {2, 1, 300, 40, 5},   /* head longer than the scalar level's widening piece */
+    };
+    static const ig_dtype types[] = {IG_DTYPE_F32, IG_DTYPE_F16, IG_DTYPE_BF16};
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!use_level(l)) continue;
+        for (int th = 1; th <= 2; th++) {
+            ig_cpu_set_threads(th);
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                for (int t = 0; t < 3; t++) check_rows_t(&r, cases[i], types[t], th);
+        }
+    }
+    restore_defaults();
+    /* The f32 wrapper is the f32 case of _t with packed rows, bitwise. */
+    const int n_head = 9, n_kv = 3, hd = 64;
+    const int64_t n = 333;
+    float *k = malloc(n_kv * n * hd * 4), *v = malloc(n_kv * n * hd * 4),
+          *q = malloc(n_head * hd * 4);
+    float *o1 = malloc(n_head * hd * 4), *o2 = malloc(n_head * hd * 4);
+    fill(&r, k, n_kv * n * hd, -1, 1);
+    fill(&r, v, n_kv * n * hd, -1, 1);
+    fill(&r, q, n_head * hd, -1, 1);
+    const float *kr[3], *vr[3];
+    const void *krv[3], *vrv[3];
+    int64_t nr[3] = {n, n - 1, 100};
+    for (int g = 0; g < 3; g++) {
+        krv[g] = kr[g] = k + g * n * hd;
+        vrv[g] = vr[g] = v + g * n * hd;
+    }
+    size_t wsn = ig_cpu_attention_ws_floats(1, n, n_head, hd, 0);
+    float *ws = malloc(wsn * 4);
+    ig_cpu_attention_rows(q, kr, vr, nr, n, n_head, n_kv, hd, 0.125f, ws, wsn, NULL, o1);
+    ig_cpu_attention_rows_t(q, IG_DTYPE_F32, krv, vrv, hd, nr, n, n_head, n_kv, hd, 0.125f, ws, wsn,
+                            NULL, o2);
+    CU_ASSERT(memcmp(o1, o2, n_head * hd * 4) == 0);
+    free(k);
+    free(v);
+    free(q);
+    free(o1);
+    free(o2);
+    free(ws);
+}
+
+/* ---- KV quantization ---------------------------------------------------------------------------
+ */
+
+static void test_kvq_layout(void) {
+    CU_ASSERT_EQUAL(ig_kvq_row_bytes(64, 8, 64), 68);
+    CU_ASSERT_EQUAL(ig_kvq_row_bytes(64, 4, 64), 36);
+    CU_ASSERT_EQUAL(ig_kvq_row_bytes(64, 2, 64), 20);
+    CU_ASSERT_EQUAL(ig_kvq_row_bytes(128, 4, 32), 4 * (4 + 16));
+    CU_ASSERT_EQUAL(ig_kvq_row_bytes(12, 2, 4), 3 * (4 + 1));
+    CU_ASSERT_EQUAL(ig_kvq_row_bytes(64, 3, 64), 0); /* bits */
+    CU_ASSERT_EQUAL(ig_kvq_row_bytes(64, 4, 48), 0); /* group does not divide hd */
+    CU_ASSERT_EQUAL(ig_kvq_row_bytes(6, 2, 3), 0);   /* 3 x 2 bits: not whole bytes */
+    CU_ASSERT_EQUAL(ig_kvq_row_bytes(64, 4, 0), 0);
+    /* Hand-made rows, every byte checked, at every level. 4 bits, two groups of 8: group 0 spans
+     * 0..15 (min 0, scale 1: codes are the values), group 1 spans -8..-1 (min -8 = 0xc800, scale
+     * 7/15 rounded up to f16 0x3778 = 0.466796875). */
+    static const float x4[16] = {0, 15, 1, 14, 2, 13, 3, 12, -8, -1, -8, -1, -8, -1, -8, -1};
+    static const uint8_t e4[24] = {0x00, 0x00, 0x00, 0x3c, 0xf0, 0xe1, 0xd2, 0xc3,
+                                   0x00, 0xc8, 0x78, 0x37, 0xf0, 0xf0, 0xf0, 0xf0};
+    /* 2 bits: -1..2 with scale 1: codes 0 1 2 3 3 2 1 0, low bits first. */
+    static const float x2[8] = {-1, 0, 1, 2, 2, 1, 0, -1};
+    static const uint8_t e2[6] = {0x00, 0xbc, 0x00, 0x3c, 0xe4, 0x1b};
+    /* 8 bits: min 10 (0x4900), scale 0.5 (0x3800); 10.75 -> 1.5 -> 2 and 73.75 -> 127.5 -> 128
+     * (ties to even). */
+    static const float x8[4] = {10, 137.5f, 10.75f, 73.75f};
+    static const uint8_t e8[8] = {0x00, 0x49, 0x00, 0x38, 0x00, 0xff, 0x02, 0x80};
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (ig_cpu_set_simd(k_levels[l]) != 0) continue;
+        uint8_t b[40];
+        float y[16];
+        memset(b, 0xa5, sizeof b);
+        ig_kvq_quantize_rows(x4, 1, 16, 4, 8, b);
+        CU_ASSERT(memcmp(b, e4, 16) == 0);
+        CU_ASSERT(b[16] == 0xa5);
+        ig_kvq_dequantize_rows(b, 1, 16, 4, 8, y);
+        for (int i = 0; i < 8; i++) CU_ASSERT_EQUAL(y[i], x4[i]);
+        CU_ASSERT_EQUAL(y[8], -8.0f);
+        CU_ASSERT_EQUAL(y[9], (float)(-8.0 + 15 * 0.466796875));
+        memset(b, 0xa5, sizeof b);
+        ig_kvq_quantize_rows(x2, 1, 8, 2, 8, b);
+        CU_ASSERT(memcmp(b, e2, 6) == 0);
+        CU_ASSERT(b[6] == 0xa5);
+        ig_kvq_dequantize_rows(b, 1, 8, 2, 8, y);
+        CU_ASSERT(memcmp(y, x2, sizeof x2) == 0);
+        memset(b, 0xa5, sizeof b);
+        ig_kvq_quantize_rows(x8, 1, 4, 8, 4, b);
+        CU_ASSERT(memcmp(b, e8, 8) == 0);
+        ig_kvq_dequantize_rows(b, 1, 4, 8, 4, y);
+        CU_ASSERT_EQUAL(y[2], 11.0f);
+        CU_ASSERT_EQUAL(y[3], 74.0f);
+        /* A constant f16 value: scale 0, exact. A constant non-f16 value: min rounded down, a
+         * tiny scale, error within half of it. */
+        float c3[64], c01[64];
+        for (int i = 0; i < 64; i++) c3[i] = 3.0f, c01[i] = 0.1f;
+        ig_kvq_quantize_rows(c3, 1, 64, 4, 64, b);
+        CU_ASSERT(b[0] == 0x00 && b[1] == 0x42 && b[2] == 0 && b[3] == 0);
+        float yc[64];
+        ig_kvq_dequantize_rows(b, 1, 64, 4, 64, yc);
+        CU_ASSERT(memcmp(yc, c3, sizeof c3) == 0);
+        uint8_t bc[36];
+        ig_kvq_quantize_rows(c01, 1, 64, 4, 64, bc);
+        CU_ASSERT(bc[0] == 0x66 && bc[1] == 0x2e); /* 0.0999755859375: 0.1 rounded down */
+        float s = ig_f16_to_f32((uint16_t)(bc[2] | bc[3] << 8));
+        ig_kvq_dequantize_rows(bc, 1, 64, 4, 64, yc);
+        CU_ASSERT(s > 0 && s < 1e-5f);
+        CU_ASSERT(fabsf(yc[0] - 0.1f) <= 0.5f * s * 1.0001f);
+    }
+    restore_defaults();
+}
+
+/* Random rows of many kinds: bytes and decoded values equal to the reference at every level, and
+ * the error bound of kvquant.h against the (f16-range clamped) input. */
+static void check_kvq(ig_rng *r, int64_t n_rows, int hd, int bits, int group, int kind,
+                      double *worst_ratio) {
+    int64_t n = n_rows * hd;
+    size_t rb = ig_kvq_row_bytes(hd, bits, group), nb = (size_t)n_rows * rb;
+    float *x = malloc(n * 4), *y_ref = malloc(n * 4), *y = galloc(n);
+    uint8_t *q_ref = malloc(nb + 1), *q = malloc(nb + 64);
+    CU_ASSERT_FATAL(x && y_ref && q_ref && q && rb > 0);
+    /* kind 0 symmetric, 1 narrow and offset, 2 huge range, 3 all negative, 4 an outlier per row,
+     * 5 the f16 subnormal range, 6 constant rows, 7 some NaN (encoded as -65504), 8 beyond the
+     * f16 range (clamped) */
+    for (int64_t i = 0; i < n; i++) {
+        float u = frand(r, -1, 1);
+        if (kind == 0) x[i] = u;
+        if (kind == 1) x[i] = 1000.0f + 0.01f * u;
+        if (kind == 2) x[i] = 60000.0f * u;
+        if (kind == 3) x[i] = -5.0f - 3.0f * fabsf(u);
+        if (kind == 4) x[i] = (i % hd == 3) ? 200.0f : 0.5f * u;
+        if (kind == 5) x[i] = 1e-6f * u;
+        if (kind == 6) x[i] = (i / hd) % 3 ? 0.3f : -2.0f;
+        if (kind == 7) x[i] = i % 29 == 5 ? NAN : u;
+        if (kind == 8) x[i] = u * 1e5f;
+    }
+    ig_ref_kvq_quantize_rows(x, n_rows, hd, bits, group, q_ref);
+    ig_ref_kvq_dequantize_rows(q_ref, n_rows, hd, bits, group, y_ref);
+    int L = (1 << bits) - 1, bad_bound = 0, bad_scale = 0;
+    for (int64_t row = 0; row < n_rows; row++)
+        for (int b = 0; b < hd / group; b++) {
+            const uint8_t *blk = q_ref + (size_t)row * rb + (size_t)b * (4 + group * bits / 8);
+            double s = ig_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+            double lo = INFINITY, hi = -INFINITY;
+            for (int i = 0; i < group; i++) {
+                double xc = fmin(fmax(x[row * hd + b * group + i], -65504.0), 65504.0);
+                lo = fmin(lo, xc);
+                hi = fmax(hi, xc);
+                double yv = y_ref[row * hd + b * group + i];
+                double bound = s * (0.5 + 4.0 * L * 0x1p-24) + 0x1p-24 * fabs(yv) + 1e-40;
+                double e = fabs(yv - xc);
+                if (!(e <= bound)) bad_bound++;
+                if (s > 0) *worst_ratio = fmax(*worst_ratio, e / s);
+            }
+            double u_lo = fmax(fabs(lo) * 0x1p-10, 0x1p-24);
+            if (!(s <= ((hi - lo) + u_lo) / L * (1 + 0x1p-9) + 0x1p-24)) bad_scale++;
+        }
+    CU_ASSERT_EQUAL(bad_bound, 0);
+    CU_ASSERT_EQUAL(bad_scale, 0);
+    int bytes_ok = 1, vals_ok = 1, guard_ok = 1;
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (ig_cpu_set_simd(k_levels[l]) != 0) continue;
+        memset(q, 0x5a, nb + 64);
+        ig_kvq_quantize_rows(x, n_rows, hd, bits, group, q);
+        bytes_ok &= memcmp(q, q_ref, nb) == 0;
+        guard_ok &= q[nb] == 0x5a && q[nb + 63] == 0x5a;
+        ig_kvq_dequantize_rows(q_ref, n_rows, hd, bits, group, y);
+        vals_ok &= memcmp(y, y_ref, n * 4) == 0;
+        guard_ok &= gintact(y, n);
+    }
+    ig_cpu_set_simd(NULL);
+    CU_ASSERT(bytes_ok && vals_ok && guard_ok);
+    if (!(bytes_ok && vals_ok && guard_ok && !bad_bound && !bad_scale))
+        printf("\n  kvq rows=%ld hd=%d bits=%d group=%d kind=%d: bytes=%d vals=%d guard=%d "
+               "bound=%d scale=%d\n",
+               (long)n_rows, hd, bits, group, kind, bytes_ok, vals_ok, guard_ok, bad_bound,
+               bad_scale);
+    free(x);
+    free(y_ref);
+    gfree(y);
+    free(q_ref);
+    free(q);
+}
+
+static void test_kvq_roundtrip(void) {
+    ig_rng r;
+    ig_rng_seed(&r, 13);
+    static const int shapes[][2] = {{64, 64}, {64, 32}, {64, 16}, {128, 64}, {48, 24}, {40, 8}};
+    static const int bits[] = {8, 4, 2};
+    double worst[3] = {0, 0, 0};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int b = 0; b < 3; b++)
+            for (int kind = 0; kind < 9; kind++)
+                check_kvq(&r, 7, shapes[s][0], bits[b], shapes[s][1], kind, &worst[b]);
+    /* Long calls go over the threads. */
+    ig_cpu_set_threads(2);
+    for (int b = 0; b < 3; b++) check_kvq(&r, 3001, 64, bits[b], 64, 0, &worst[b]);
+    restore_defaults();
+    printf("\n  kvq: worst |y - x| / scale: 8 bits %.6f, 4 bits %.6f, 2 bits %.6f\n", worst[0],
+           worst[1], worst[2]);
+    for (int b = 0; b < 3; b++) CU_ASSERT(worst[b] <= 0.5 + 4.0 * 255 * 0x1p-24 && worst[b] > 0.4);
+}
+
+/* ---- token selection ---------------------------------------------------------------------------
+ */
+
+static void test_partial_scores(void) {
+    ig_rng r;
+    ig_rng_seed(&r, 14);
+    static const int64_t ns[] = {1, 5, 15, 16, 17, 100, 1025, 17000}; /* 17000: two threads */
+    static const int ks[] = {1, 7, 8, 12, 13, 16, 17, 33};
+    int bad = 0, guards = 1, cases = 0;
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!use_level(l)) continue;
+        for (int th = 1; th <= 2; th++) {
+            ig_cpu_set_threads(th);
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+                    for (int nq = 1; nq <= 4; nq += 2 - (nq == 3)) { /* 1, 3, 4 */
+                        int64_t n = ns[ni];
+                        int kc = ks[ki];
+                        int64_t stride = (ni + ki) % 3 == 0 ? kc : kc + 3 + (int64_t)(ni % 5);
+                        float *pk = malloc((size_t)(n * stride) * 4);
+                        float *pq = malloc((size_t)(nq * kc) * 4);
+                        float *ref = malloc((size_t)(nq * n) * 4), *out = galloc(nq * n);
+                        fill(&r, pk, n * stride, -2, 2);
+                        for (int64_t i = 0; i < n * stride; i++)
+                            if (i % stride >= kc) pk[i] = NAN; /* the gap is never read */
+                        fill(&r, pq, nq * kc, -1, 1);
+                        ig_ref_partial_scores(pq, nq, kc, pk, stride, n, ref);
+                        ig_cpu_partial_scores(pq, nq, kc, pk, stride, n, out);
+                        for (int h = 0; h < nq; h++)
+                            for (int64_t t = 0; t < n; t++) {
+                                double mag = 0;
+                                for (int c = 0; c < kc; c++)
+                                    mag += fabs((double)pq[h * kc + c] * pk[t * stride + c]);
+                                double e = fabs((double)out[h * n + t] - ref[h * n + t]);
+                                if (!(e <= 1e-6 * mag + 1e-30)) bad++;
+                            }
+                        guards &= gintact(out, nq * n);
+                        cases++;
+                        free(pk);
+                        free(pq);
+                        free(ref);
+                        gfree(out);
+                    }
+        }
+    }
+    restore_defaults();
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(guards);
+    CU_ASSERT(cases > 0);
+    /* Hand case: two columns, three rows. */
+    float pk[6] = {1, 2, 3, 4, 5, 6}, pq[2] = {1, -1}, s[3];
+    ig_cpu_partial_scores(pq, 1, 2, pk, 2, 3, s);
+    CU_ASSERT(s[0] == -1 && s[1] == -1 && s[2] == -1);
+}
+
+static void test_count_above(void) {
+    ig_rng r;
+    ig_rng_seed(&r, 15);
+    float *s = malloc(1000 * 4);
+    for (int i = 0; i < 1000; i++) s[i] = (float)(int)frand(&r, -10, 10); /* many ties */
+    s[7] = NAN;
+    s[8] = INFINITY;
+    s[9] = -INFINITY;
+    static const float thr[] = {-INFINITY, -3.0f, 0.0f, 2.5f, 9.0f, INFINITY, NAN};
+    int bad = 0;
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!use_level(l)) continue;
+        for (int64_t n = 0; n <= 1000; n += n < 40 ? 1 : 321)
+            for (size_t t = 0; t < sizeof thr / sizeof thr[0]; t++)
+                bad += ig_cpu_count_above(s, n, thr[t]) != ig_ref_count_above(s, n, thr[t]);
+    }
+    restore_defaults();
+    CU_ASSERT_EQUAL(bad, 0);
+    float h[5] = {1, 2, 2, 3, NAN};
+    CU_ASSERT_EQUAL(ig_cpu_count_above(h, 5, 2.0f), 1); /* strictly above */
+    CU_ASSERT_EQUAL(ig_cpu_count_above(h, 5, 1.5f), 3);
+    free(s);
+}
+
+static void test_topk(void) {
+    ig_rng r;
+    ig_rng_seed(&r, 16);
+    static const int64_t ns[] = {1, 2, 3, 10, 33, 100, 4096, 10007};
+    int bad = 0, guards = 1, cases = 0;
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+        for (int kind = 0; kind < 6; kind++) {
+            int64_t n = ns[ni];
+            float *s = malloc((size_t)n * 4);
+            /* kind 0 uniform, 1 heavy ties (and -0 / +0), 2 a narrow cluster (deep levels), 3 all
+             * equal, 4 two scales, 5 NaN and infinities */
+            for (int64_t i = 0; i < n; i++) {
+                float u = frand(&r, -1, 1);
+                if (kind == 0) s[i] = u;
+                if (kind == 1) s[i] = (float)(int)(u * 5);
+                if (kind == 2) s[i] = 1.0f + u * 1e-6f;
+                if (kind == 3) s[i] = 7.5f;
+                if (kind == 4) s[i] = i % 2 ? 3.0f + u * 1e-7f : -1e30f * u;
+                if (kind == 5)
+                    s[i] = i % 7 == 0 ? NAN : i % 11 == 0 ? -INFINITY : i % 13 == 0 ? INFINITY : u;
+            }
+            if (kind == 1 && n > 2) s[1] = -0.0f, s[2] = 0.0f;
+            int64_t kvals[] = {0, 1, 2, n / 5, n / 2, n - 1, n, n + 3, 819};
+            size_t wsb = ig_cpu_topk_ws_bytes(n);
+            float *ws = galloc((int64_t)(wsb / 4));
+            for (size_t ki = 0; ki < sizeof kvals / sizeof kvals[0]; ki++) {
+                int64_t k = kvals[ki];
+                int64_t m = k < n ? (k > 0 ? k : 0) : n;
+                int32_t *ref = malloc((size_t)(m + 1) * 4);
+                int64_t got_ref = ig_ref_topk(s, n, k, ref);
+                for (int l = 0; l < N_LEVELS; l++) {
+                    if (ig_cpu_set_simd(k_levels[l]) != 0) continue;
+                    float *outf = galloc(m); /* int32 results in a guarded buffer of 4-byte words */
+                    int32_t *out = (int32_t *)(void *)outf;
+                    int64_t got = ig_cpu_topk(s, n, k, out, ws, wsb);
+                    bad += got != m || got_ref != m || memcmp(out, ref, (size_t)m * 4) != 0;
+                    guards &= gintact(outf, m);
+                    gfree(outf);
+                    cases++;
+                }
+                free(ref);
+            }
+            guards &= gintact(ws, (int64_t)(wsb / 4));
+            gfree(ws);
+            free(s);
+        }
+    restore_defaults();
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(guards);
+    CU_ASSERT(cases > 0);
+    CU_ASSERT_EQUAL(ig_cpu_topk_ws_bytes(4096), (2048 + 2 * 4096) * 4);
+    /* Hand case: ties go to the lower index; output in index order. */
+    float h[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+    int32_t idx[8];
+    uint32_t ws[2048 + 16];
+    CU_ASSERT_EQUAL(ig_cpu_topk(h, 8, 3, idx, ws, sizeof ws), 3);
+    CU_ASSERT(idx[0] == 4 && idx[1] == 5 && idx[2] == 7);
+    CU_ASSERT_EQUAL(ig_cpu_topk(h, 8, 7, idx, ws, sizeof ws), 7);
+    CU_ASSERT(idx[0] == 0 && idx[1] == 1 && idx[2] == 2 && idx[6] == 7); /* the later 1 is out */
+    CU_ASSERT(idx[3] == 4);
 }
 
 /* ---- sampling ----------------------------------------------------------------------------------
@@ -930,6 +1497,14 @@ void ig_test_register(void) {
     CU_add_test(s, "attention", test_attention);
     CU_add_test(s, "attention_hand", test_attention_hand);
     CU_add_test(s, "attention_rows", test_attention_rows);
+    CU_pSuite kv = CU_add_suite("kv_policy_kernels", NULL, NULL);
+    CU_add_test(kv, "attention_colsum", test_attention_colsum);
+    CU_add_test(kv, "attention_rows_t", test_attention_rows_t);
+    CU_add_test(kv, "kvq_layout", test_kvq_layout);
+    CU_add_test(kv, "kvq_roundtrip", test_kvq_roundtrip);
+    CU_add_test(kv, "partial_scores", test_partial_scores);
+    CU_add_test(kv, "count_above", test_count_above);
+    CU_add_test(kv, "topk", test_topk);
     CU_add_test(s, "rng", test_rng);
     CU_add_test(s, "argmax", test_argmax);
     CU_add_test(s, "sample_matches_reference", test_sample_matches_reference);

@@ -55,12 +55,19 @@ typedef struct ig_vec_ops {
     void (*silu_mul)(const float *g, const float *u, int64_t n, float *out);
     /* dst[0..n) = src as f32 (src type f32, f16 or bf16). */
     void (*widen)(const void *src, ig_dtype type, int64_t n, float *dst);
-    /* Attention inner loops over rows of hd floats (row stride hd):
-     * out[j] = scale * q . rows[j] for j < n_rows; out[d] = sum_j p[j] * rows[j][d] for d < hd. */
-    void (*dot_rows)(const float *q, const float *rows, int64_t n_rows, int64_t hd, float scale,
-                     float *out);
-    void (*wsum_rows)(const float *p, const float *rows, int64_t n_rows, int64_t hd, float *out);
+    /* Attention inner loops over n_rows rows of hd elements of type t (f32, f16 or bf16), row j at
+     * rows + j * stride elements, for nh (1 .. IG_ROWS_MAX_HEADS) query heads at once so that each
+     * row is loaded and widened once for all of them:
+     *   dot_rows:  out[h][j] = scale * q[h] . row_j      for j < n_rows
+     *   wsum_rows: out[h][d] = sum_j p[h][j] * row_j[d]  for d < hd (overwritten) */
+    void (*dot_rows)(const float *const *q, int nh, const void *rows, ig_dtype t, int64_t stride,
+                     int64_t n_rows, int64_t hd, float scale, float *const *out);
+    void (*wsum_rows)(const float *const *p, int nh, const void *rows, ig_dtype t, int64_t stride,
+                      int64_t n_rows, int64_t hd, float *const *out);
 } ig_vec_ops;
+
+/* Query heads one dot_rows / wsum_rows call takes. */
+#define IG_ROWS_MAX_HEADS 4
 
 const ig_vec_ops *ig_cpu_vec_ops(ig_simd_level level);
 static inline const ig_vec_ops *ig_cpu_vec(void) {

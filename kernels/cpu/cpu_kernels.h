@@ -73,9 +73,10 @@ double ig_cpu_log_prob(const float *logits, int64_t n, int32_t target);
  * the largest batch and context serves every smaller call. Each thread works in its own slice, so
  * the size grows with the thread count; a call uses only as many threads as ws_floats holds slices
  * for (never more than ig_cpu_get_threads()): a workspace sized for fewer threads is slower, never
- * overrun. Formula, with C = 256 (keys per decode chunk), nq = min(n_q, 8):
+ * overrun. Formula, with C = 256 (keys per decode chunk), nq = min(n_q, 8), G = min(n_head, 4)
+ * (query heads that share a pass over a chunk):
  *   decode (n_q <= 8): nq * ceil(n_ctx / C) * n_head * (hd + 2)  partial results
- *                      + n_threads * round_up(min(n_ctx, C), 16)  scores per thread
+ *                      + n_threads * G * round_up(min(n_ctx, C), 16)  scores per thread
  *   prefill (n_q > 8): n_threads * min(n_q, 32) * round_up(n_ctx, 16)  (query blocks of 32)
  *   ws_floats = the decode term, or the larger of both terms when n_q > 8
  * so it stays bounded by about 32 * n_ctx floats per thread whatever n_q is (n_ctx 8192: 1 MiB
@@ -85,16 +86,67 @@ void ig_cpu_attention(const float *q, int64_t n_q, int64_t p0, const float *k, c
                       int64_t stride_tokens, int n_head, int n_kv_head, int hd, float scale,
                       float *ws, size_t ws_floats, float *out);
 
-/* Decode attention of one query token over an explicit list of rows (a policy's working set):
- * for each KV head g, n_rows[g] rows of hd floats at k_rows[g] / v_rows[g] (row stride hd);
- * queries q [n_head][hd]; out [n_head][hd]. Optional probs_out [n_head][max_rows] receives the
- * softmax weights (for policies that accumulate attention); entries n_rows[g] .. max_rows-1 of a
- * head's row are set to 0. A head whose group has no rows gets out = 0.
+/* ig_cpu_attention that also reports the attention each key received (H2O's heavy-hitter score):
+ * for each query head h and key position j < p0 + n_q,
+ *   colsum[h * colsum_stride + j] += sum over this call's queries i of p(i, j)
+ * where p(i, j) is query i's softmax probability of key j (0 for j > p0 + i). colsum_stride >=
+ * p0 + n_q (p0 + n_q gives the layout [n_head][p0 + n_q]; a fixed stride such as the context
+ * capacity lets chunked prefill accumulate into one array). colsum NULL: ig_cpu_attention.
+ * `out` is bitwise what ig_cpu_attention computes. colsum is bitwise the same for any thread count
+ * and schedule: each block of 32 queries (sgemm path) or each chunk of 256 keys (decode path)
+ * contributes in a fixed order. Cost: one pass over each probability block (sgemm path); on the
+ * decode path (n_q <= 8) the scores are recomputed for the sums (one more pass over K, not V).
+ * ws: ws_floats >= ig_cpu_attention_colsum_ws_floats(...): the ig_cpu_attention formula with the
+ * prefill term n_threads * (min(n_q, 32) + 8) * round_up(n_ctx, 16) (8 per-thread slots for block
+ * sums). */
+size_t ig_cpu_attention_colsum_ws_floats(int64_t n_q, int64_t n_ctx, int n_head, int hd,
+                                         int n_threads);
+void ig_cpu_attention_colsum(const float *q, int64_t n_q, int64_t p0, const float *k,
+                             const float *v, int64_t stride_tokens, int n_head, int n_kv_head,
+                             int hd, float scale, float *ws, size_t ws_floats, float *colsum,
+                             int64_t colsum_stride, float *out);
+
+/* Decode attention of one query token over an explicit list of rows (a policy's working set, or a
+ * KV cache in host memory): for each KV head g, n_rows[g] rows of hd elements of type kv_dtype
+ * (f32, f16 or bf16), row j of K at (element) k_rows[g] + j * row_stride, likewise V, so rows may
+ * sit inside a larger buffer (row_stride >= hd, in elements, the same for K and V). Queries q
+ * [n_head][hd] f32; out [n_head][hd]. Rows are widened to f32 in registers; scores, softmax and
+ * sums in f32. Optional probs_out [n_head][max_rows] receives the softmax weights (for policies
+ * that accumulate attention); entries n_rows[g] .. max_rows-1 of a head's row are set to 0. A head
+ * whose group has no rows gets out = 0. Parallel over (KV head, chunk of 256 rows); each chunk of
+ * K and V is read once for up to four query heads of its group.
  * ws: ws_floats >= ig_cpu_attention_ws_floats(1, max_rows, n_head, hd, n_threads) floats. */
+void ig_cpu_attention_rows_t(const float *q, ig_dtype kv_dtype, const void *const *k_rows,
+                             const void *const *v_rows, int64_t row_stride, const int64_t *n_rows,
+                             int64_t max_rows, int n_head, int n_kv_head, int hd, float scale,
+                             float *ws, size_t ws_floats, float *probs_out, float *out);
+/* The f32 case with rows packed (row_stride hd). */
 void ig_cpu_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows,
                            const int64_t *n_rows, int64_t max_rows, int n_head, int n_kv_head,
                            int hd, float scale, float *ws, size_t ws_floats, float *probs_out,
                            float *out);
+
+/* Token selection for speculative KV fetch (InfiniGen).
+ * Partial scores: scores[h * n + t] = sum_{c < k_cols} pq[h * k_cols + c] * pk[t * pk_stride + c]
+ * for h < n_q, t < n: n_q partial queries (e.g. the query heads of one KV group) against one
+ * partial key cache [n][k_cols] (row stride pk_stride >= k_cols floats; k_cols is small, e.g. 13
+ * = 0.2 * head_dim 64). The cache is streamed once for all n_q queries; rows are transposed in
+ * registers 16 (AVX-512) or 8 (AVX2) at a time so each score is a vertical sum. f32 products and
+ * sums (the order differs between levels: compare with a tolerance). */
+void ig_cpu_partial_scores(const float *pq, int n_q, int k_cols, const float *pk, int64_t pk_stride,
+                           int64_t n, float *scores);
+/* Number of i < n with s[i] > threshold (NaN never counts). */
+int64_t ig_cpu_count_above(const float *s, int64_t n, float threshold);
+/* Indices of the k largest of s[0..n), ties broken by the lower index, written to idx_out in
+ * increasing index order (gathers walk memory forward); returns min(max(k, 0), n). NaN ranks below
+ * every number; -0 and +0 tie. O(n), no sort: radix selection on an order-preserving 32-bit key
+ * with 2048 buckets per level spread over the candidates' actual key range (so clustered scores
+ * still split; at most 3 levels, the later ones over the few candidates left), then one pass that
+ * writes the indices. Deterministic; single-threaded (n = 4096 takes a few microseconds).
+ * ws: ws_bytes >= ig_cpu_topk_ws_bytes(n) = (2048 + 2n) * 4; not used when k >= n. */
+size_t ig_cpu_topk_ws_bytes(int64_t n);
+int64_t ig_cpu_topk(const float *s, int64_t n, int64_t k, int32_t *idx_out, void *ws,
+                    size_t ws_bytes);
 
 /* Sampling. A seeded xoshiro256** generator: same seed, same tokens, on every machine. */
 typedef struct ig_rng {

@@ -27,13 +27,32 @@ void ig_ref_add(float *y, const float *x, int64_t n);
 void ig_ref_scale(float *x, float s, int64_t n);
 void ig_ref_softmax(float *x, int64_t n);
 double ig_ref_log_prob(const float *logits, int64_t n, int32_t target);
-/* Attention in double: scores, softmax and the weighted sum of values. */
+/* Attention in double: scores, softmax and the weighted sum of values. The colsum variant adds
+ * the sum over queries of each probability (accumulated in double, added to colsum once). Rows of
+ * the _t variant are widened exactly from f32/f16/bf16. */
 void ig_ref_attention(const float *q, int64_t n_q, int64_t p0, const float *k, const float *v,
                       int64_t stride_tokens, int n_head, int n_kv_head, int hd, float scale,
                       float *out);
+void ig_ref_attention_colsum(const float *q, int64_t n_q, int64_t p0, const float *k,
+                             const float *v, int64_t stride_tokens, int n_head, int n_kv_head,
+                             int hd, float scale, float *colsum, int64_t colsum_stride, float *out);
 void ig_ref_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows,
                            const int64_t *n_rows, int64_t max_rows, int n_head, int n_kv_head,
                            int hd, float scale, float *probs_out, float *out);
+void ig_ref_attention_rows_t(const float *q, ig_dtype kv_dtype, const void *const *k_rows,
+                             const void *const *v_rows, int64_t row_stride, const int64_t *n_rows,
+                             int64_t max_rows, int n_head, int n_kv_head, int hd, float scale,
+                             float *probs_out, float *out);
+/* Token selection: partial scores in double; top-k by sorting every (value, index) pair. */
+void ig_ref_partial_scores(const float *pq, int n_q, int k_cols, const float *pk, int64_t pk_stride,
+                           int64_t n, float *scores);
+int64_t ig_ref_count_above(const float *s, int64_t n, float threshold);
+int64_t ig_ref_topk(const float *s, int64_t n, int64_t k, int32_t *idx_out);
+/* KV quantization (kvquant.h): per value, the format's definition. */
+void ig_ref_kvq_quantize_rows(const float *x, int64_t n_rows, int hd, int bits, int group,
+                              uint8_t *out);
+void ig_ref_kvq_dequantize_rows(const uint8_t *in, int64_t n_rows, int hd, int bits, int group,
+                                float *out);
 int32_t ig_ref_sample_argmax(const float *logits, int64_t n);
 /* Same rule and the same single draw as ig_sample, by sorting the whole vocabulary. */
 int32_t ig_ref_sample(const float *logits, int64_t n, float temperature, float top_p, ig_rng *rng);

@@ -100,15 +100,58 @@ static void widen_scalar(const void *src, ig_dtype type, int64_t n, float *dst) 
     }
 }
 
-static void dot_rows_scalar(const float *q, const float *rows, int64_t n_rows, int64_t hd,
-                            float scale, float *out) {
-    for (int64_t j = 0; j < n_rows; j++) out[j] = scale * dot_scalar(q, rows + j * hd, hd);
+static size_t row_elem_size(ig_dtype t) {
+    return t == IG_DTYPE_F32 ? 4 : 2;
 }
 
-static void wsum_rows_scalar(const float *p, const float *rows, int64_t n_rows, int64_t hd,
-                             float *out) {
-    memset(out, 0, (size_t)hd * sizeof(float));
-    for (int64_t j = 0; j < n_rows; j++) axpy_scalar(out, p[j], rows + j * hd, hd);
+/* Element i of a row of type t as f32 (exact). */
+static inline float row_elem(const void *row, int64_t i, ig_dtype t) {
+    if (t == IG_DTYPE_F32) return ((const float *)row)[i];
+    uint16_t h = ((const uint16_t *)row)[i];
+    return t == IG_DTYPE_F16 ? f16_to_f32_branchless(h) : ig_bf16_to_f32(h);
+}
+
+/* Narrow rows are widened once per row, in pieces of ROW_PIECE, and shared by every head. */
+#define ROW_PIECE 256
+
+static void dot_rows_scalar(const float *const *q, int nh, const void *rows, ig_dtype t,
+                            int64_t stride, int64_t n_rows, int64_t hd, float scale,
+                            float *const *out) {
+    size_t rb = (size_t)stride * row_elem_size(t);
+    float buf[ROW_PIECE];
+    for (int64_t j = 0; j < n_rows; j++) {
+        const char *r = (const char *)rows + (size_t)j * rb;
+        if (t == IG_DTYPE_F32) {
+            for (int h = 0; h < nh; h++) out[h][j] = scale * dot_scalar(q[h], (const float *)r, hd);
+            continue;
+        }
+        float acc[IG_ROWS_MAX_HEADS] = {0};
+        for (int64_t d0 = 0; d0 < hd; d0 += ROW_PIECE) {
+            int64_t n = hd - d0 < ROW_PIECE ? hd - d0 : ROW_PIECE;
+            widen_scalar(r + (size_t)d0 * 2, t, n, buf);
+            for (int h = 0; h < nh; h++) acc[h] += dot_scalar(q[h] + d0, buf, n);
+        }
+        for (int h = 0; h < nh; h++) out[h][j] = scale * acc[h];
+    }
+}
+
+static void wsum_rows_scalar(const float *const *p, int nh, const void *rows, ig_dtype t,
+                             int64_t stride, int64_t n_rows, int64_t hd, float *const *out) {
+    size_t rb = (size_t)stride * row_elem_size(t);
+    float buf[ROW_PIECE];
+    for (int h = 0; h < nh; h++) memset(out[h], 0, (size_t)hd * sizeof(float));
+    for (int64_t j = 0; j < n_rows; j++) {
+        const char *r = (const char *)rows + (size_t)j * rb;
+        for (int64_t d0 = 0; d0 < hd; d0 += ROW_PIECE) {
+            int64_t n = hd - d0 < ROW_PIECE ? hd - d0 : ROW_PIECE;
+            const float *x = (const float *)r + d0;
+            if (t != IG_DTYPE_F32) {
+                widen_scalar(r + (size_t)d0 * 2, t, n, buf);
+                x = buf;
+            }
+            for (int h = 0; h < nh; h++) axpy_scalar(out[h] + d0, p[h][j], x, n);
+        }
+    }
 }
 
 static const ig_vec_ops k_vec_scalar = {
@@ -329,91 +372,180 @@ IG_TARGET_AVX2 IG_INLINE __m128 hsum4x256(__m256 a0, __m256 a1, __m256 a2, __m25
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-IG_TARGET_AVX2 static void dot_rows_avx2(const float *q, const float *rows, int64_t n_rows,
-                                         int64_t hd, float scale, float *out) {
-    int64_t j = 0;
+/* 8 elements of a row of type t (a compile-time constant where this is inlined) as f32. */
+IG_TARGET_AVX2 IG_INLINE __m256 ld8_row(const char *row, int64_t i, ig_dtype t) {
+    if (t == IG_DTYPE_F32) return _mm256_loadu_ps((const float *)row + i);
+    if (t == IG_DTYPE_F16) return load8_f16((const uint16_t *)row + i);
+    return load8_bf16((const uint16_t *)row + i);
+}
+
+/* Up to two heads (the 16 ymm registers hold 4 rows x 2 heads of sums). Rows four at a time. */
+IG_TARGET_AVX2 IG_INLINE void dot_rows8_k(const float *const *q, const int nh, const char *rows,
+                                          const ig_dtype t, size_t rb, int64_t n_rows, int64_t hd,
+                                          float scale, float *const *out) {
     int64_t hv = hd & ~(int64_t)7;
     __m128 sv = _mm_set1_ps(scale);
+    int64_t j = 0;
     for (; j + 4 <= n_rows; j += 4) {
-        const float *r0 = rows + j * hd, *r1 = r0 + hd, *r2 = r1 + hd, *r3 = r2 + hd;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        const char *r[4];
+        IG_UNROLL(4)
+        for (int i = 0; i < 4; i++) r[i] = rows + (size_t)(j + i) * rb;
+        __m256 a[2][4];
+        IG_UNROLL(2)
+        for (int h = 0; h < nh; h++) {
+            IG_UNROLL(4)
+            for (int i = 0; i < 4; i++) a[h][i] = _mm256_setzero_ps();
+        }
         for (int64_t d = 0; d < hv; d += 8) {
-            __m256 qv = _mm256_loadu_ps(q + d);
-            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r0 + d), a0);
-            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r1 + d), a1);
-            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r2 + d), a2);
-            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r3 + d), a3);
-        }
-        __m128 s4 = hsum4x256(a0, a1, a2, a3);
-        if (hv < hd) {
-            float t[4] = {0, 0, 0, 0};
-            for (int64_t d = hv; d < hd; d++) {
-                t[0] += q[d] * r0[d];
-                t[1] += q[d] * r1[d];
-                t[2] += q[d] * r2[d];
-                t[3] += q[d] * r3[d];
+            __m256 x[4];
+            IG_UNROLL(4)
+            for (int i = 0; i < 4; i++) x[i] = ld8_row(r[i], d, t);
+            IG_UNROLL(2)
+            for (int h = 0; h < nh; h++) {
+                __m256 qv = _mm256_loadu_ps(q[h] + d);
+                IG_UNROLL(4)
+                for (int i = 0; i < 4; i++) a[h][i] = _mm256_fmadd_ps(qv, x[i], a[h][i]);
             }
-            s4 = _mm_add_ps(s4, _mm_loadu_ps(t));
         }
-        _mm_storeu_ps(out + j, _mm_mul_ps(s4, sv));
+        IG_UNROLL(2)
+        for (int h = 0; h < nh; h++) {
+            __m128 s4 = hsum4x256(a[h][0], a[h][1], a[h][2], a[h][3]);
+            if (hv < hd) {
+                float tl[4] = {0, 0, 0, 0};
+                for (int i = 0; i < 4; i++)
+                    for (int64_t d = hv; d < hd; d++) tl[i] += q[h][d] * row_elem(r[i], d, t);
+                s4 = _mm_add_ps(s4, _mm_loadu_ps(tl));
+            }
+            _mm_storeu_ps(out[h] + j, _mm_mul_ps(s4, sv));
+        }
     }
     for (; j < n_rows; j++) {
-        const float *r0 = rows + j * hd;
-        __m256 a0 = _mm256_setzero_ps();
-        for (int64_t d = 0; d < hv; d += 8)
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(r0 + d), a0);
-        float s0 = hsum256(a0);
-        for (int64_t d = hv; d < hd; d++) s0 += q[d] * r0[d];
-        out[j] = scale * s0;
+        const char *r0 = rows + (size_t)j * rb;
+        IG_UNROLL(2)
+        for (int h = 0; h < nh; h++) {
+            __m256 a0 = _mm256_setzero_ps();
+            for (int64_t d = 0; d < hv; d += 8)
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d), ld8_row(r0, d, t), a0);
+            float s0 = hsum256(a0);
+            for (int64_t d = hv; d < hd; d++) s0 += q[h][d] * row_elem(r0, d, t);
+            out[h][j] = scale * s0;
+        }
     }
 }
 
-/* out = sum_j p[j] rows[j], 32 columns at a time held in registers across all rows; two rows per
- * step into two sets of accumulators, so that the FMA latency is hidden. */
-IG_TARGET_AVX2 static void wsum_rows_avx2(const float *p, const float *rows, int64_t n_rows,
-                                          int64_t hd, float *out) {
+/* out[h] = sum_j p[h][j] row_j, 32 columns at a time held in registers across all rows. One head:
+ * two rows per step into two sets of accumulators, so that the FMA latency is hidden; two heads
+ * give that independence by themselves. */
+IG_TARGET_AVX2 IG_INLINE void wsum_rows8_k(const float *const *p, const int nh, const char *rows,
+                                           const ig_dtype t, size_t rb, int64_t n_rows, int64_t hd,
+                                           float *const *out) {
     int64_t d = 0;
     for (; d + 32 <= hd; d += 32) {
-        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
-        __m256 e0 = o0, e1 = o0, e2 = o0, e3 = o0;
+        __m256 o[2][4], e[4];
+        IG_UNROLL(2)
+        for (int h = 0; h < nh; h++) {
+            IG_UNROLL(4)
+            for (int c = 0; c < 4; c++) o[h][c] = _mm256_setzero_ps();
+        }
+        IG_UNROLL(4)
+        for (int c = 0; c < 4; c++) e[c] = _mm256_setzero_ps();
         int64_t j = 0;
-        for (; j + 2 <= n_rows; j += 2) {
-            const float *r = rows + j * hd + d, *s = r + hd;
-            __m256 pj = _mm256_set1_ps(p[j]), pk = _mm256_set1_ps(p[j + 1]);
-            o0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r), o0);
-            o1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 8), o1);
-            o2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 16), o2);
-            o3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 24), o3);
-            e0 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(s), e0);
-            e1 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(s + 8), e1);
-            e2 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(s + 16), e2);
-            e3 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(s + 24), e3);
+        if (nh == 1)
+            for (; j + 2 <= n_rows; j += 2) {
+                const char *r = rows + (size_t)j * rb, *s = r + rb;
+                __m256 pj = _mm256_set1_ps(p[0][j]), pk = _mm256_set1_ps(p[0][j + 1]);
+                IG_UNROLL(4)
+                for (int c = 0; c < 4; c++) {
+                    o[0][c] = _mm256_fmadd_ps(pj, ld8_row(r, d + 8 * c, t), o[0][c]);
+                    e[c] = _mm256_fmadd_ps(pk, ld8_row(s, d + 8 * c, t), e[c]);
+                }
+            }
+        for (; j < n_rows; j++) {
+            const char *r = rows + (size_t)j * rb;
+            __m256 x[4];
+            IG_UNROLL(4)
+            for (int c = 0; c < 4; c++) x[c] = ld8_row(r, d + 8 * c, t);
+            IG_UNROLL(2)
+            for (int h = 0; h < nh; h++) {
+                __m256 ph = _mm256_set1_ps(p[h][j]);
+                IG_UNROLL(4)
+                for (int c = 0; c < 4; c++) o[h][c] = _mm256_fmadd_ps(ph, x[c], o[h][c]);
+            }
         }
-        if (j < n_rows) {
-            const float *r = rows + j * hd + d;
-            __m256 pj = _mm256_set1_ps(p[j]);
-            o0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r), o0);
-            o1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 8), o1);
-            o2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 16), o2);
-            o3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 24), o3);
+        IG_UNROLL(2)
+        for (int h = 0; h < nh; h++) {
+            IG_UNROLL(4)
+            for (int c = 0; c < 4; c++)
+                _mm256_storeu_ps(out[h] + d + 8 * c,
+                                 h == 0 ? _mm256_add_ps(o[0][c], e[c]) : o[h][c]);
         }
-        _mm256_storeu_ps(out + d, _mm256_add_ps(o0, e0));
-        _mm256_storeu_ps(out + d + 8, _mm256_add_ps(o1, e1));
-        _mm256_storeu_ps(out + d + 16, _mm256_add_ps(o2, e2));
-        _mm256_storeu_ps(out + d + 24, _mm256_add_ps(o3, e3));
     }
     for (; d + 8 <= hd; d += 8) {
-        __m256 o0 = _mm256_setzero_ps();
-        for (int64_t j = 0; j < n_rows; j++)
-            o0 = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(rows + j * hd + d), o0);
-        _mm256_storeu_ps(out + d, o0);
+        IG_UNROLL(2)
+        for (int h = 0; h < nh; h++) {
+            __m256 o0 = _mm256_setzero_ps();
+            for (int64_t j = 0; j < n_rows; j++)
+                o0 = _mm256_fmadd_ps(_mm256_set1_ps(p[h][j]), ld8_row(rows + (size_t)j * rb, d, t),
+                                     o0);
+            _mm256_storeu_ps(out[h] + d, o0);
+        }
     }
-    for (; d < hd; d++) {
-        float o = 0;
-        for (int64_t j = 0; j < n_rows; j++) o += p[j] * rows[j * hd + d];
-        out[d] = o;
+    for (; d < hd; d++)
+        for (int h = 0; h < nh; h++) {
+            float o = 0;
+            for (int64_t j = 0; j < n_rows; j++)
+                o += p[h][j] * row_elem(rows + (size_t)j * rb, d, t);
+            out[h][d] = o;
+        }
+}
+
+/* One instance per row type and head count (1 or 2); more heads go two at a time. */
+#define ROWS8_INSTANCES(T, TN)                                                                     \
+    IG_TARGET_AVX2 static void dot_rows8_##TN(const float *const *q, int nh, const char *rows,     \
+                                              size_t rb, int64_t n, int64_t hd, float scale,       \
+                                              float *const *out) {                                 \
+        for (int h = 0; h < nh; h += 2) {                                                          \
+            if (nh - h >= 2)                                                                       \
+                dot_rows8_k(q + h, 2, rows, T, rb, n, hd, scale, out + h);                         \
+            else                                                                                   \
+                dot_rows8_k(q + h, 1, rows, T, rb, n, hd, scale, out + h);                         \
+        }                                                                                          \
+    }                                                                                              \
+    IG_TARGET_AVX2 static void wsum_rows8_##TN(const float *const *p, int nh, const char *rows,    \
+                                               size_t rb, int64_t n, int64_t hd,                   \
+                                               float *const *out) {                                \
+        for (int h = 0; h < nh; h += 2) {                                                          \
+            if (nh - h >= 2)                                                                       \
+                wsum_rows8_k(p + h, 2, rows, T, rb, n, hd, out + h);                               \
+            else                                                                                   \
+                wsum_rows8_k(p + h, 1, rows, T, rb, n, hd, out + h);                               \
+        }                                                                                          \
     }
+ROWS8_INSTANCES(IG_DTYPE_F32, f32)
+ROWS8_INSTANCES(IG_DTYPE_F16, f16)
+ROWS8_INSTANCES(IG_DTYPE_BF16, bf16)
+
+static void dot_rows_avx2(const float *const *q, int nh, const void *rows, ig_dtype t,
+                          int64_t stride, int64_t n_rows, int64_t hd, float scale,
+                          float *const *out) {
+    size_t rb = (size_t)stride * row_elem_size(t);
+    if (t == IG_DTYPE_F32)
+        dot_rows8_f32(q, nh, rows, rb, n_rows, hd, scale, out);
+    else if (t == IG_DTYPE_F16)
+        dot_rows8_f16(q, nh, rows, rb, n_rows, hd, scale, out);
+    else
+        dot_rows8_bf16(q, nh, rows, rb, n_rows, hd, scale, out);
+}
+
+static void wsum_rows_avx2(const float *const *p, int nh, const void *rows, ig_dtype t,
+                           int64_t stride, int64_t n_rows, int64_t hd, float *const *out) {
+    size_t rb = (size_t)stride * row_elem_size(t);
+    if (t == IG_DTYPE_F32)
+        wsum_rows8_f32(p, nh, rows, rb, n_rows, hd, out);
+    else if (t == IG_DTYPE_F16)
+        wsum_rows8_f16(p, nh, rows, rb, n_rows, hd, out);
+    else
+        wsum_rows8_bf16(p, nh, rows, rb, n_rows, hd, out);
 }
 
 static const ig_vec_ops k_vec_avx2 = {
@@ -561,111 +693,245 @@ IG_TARGET_AVX512 static void widen_avx512(const void *src, ig_dtype type, int64_
     }
 }
 
-/* The four sums of a0..a3 as one vector: two rounds of 128-bit block shuffles, then in-lane adds.
- */
-IG_TARGET_AVX512 IG_INLINE __m128 hsum4x512(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+/* Row r's four 128-bit partial sums moved into 128-bit lane r: lane r of the result holds four
+ * partials of a_r (two rounds of 128-bit block shuffles). */
+IG_TARGET_AVX512 IG_INLINE __m512 rows_to_lanes(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
     __m512 t0 =
         _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xee));
     __m512 t1 =
         _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xee));
-    /* u: 128-bit block b holds 4 partial sums of row b */
-    __m512 u =
-        _mm512_add_ps(_mm512_shuffle_f32x4(t0, t1, 0x88), _mm512_shuffle_f32x4(t0, t1, 0xdd));
-    /* 4x4 transpose-and-add inside the 512 bits: hadd within 256-bit halves, then fold */
-    __m256 lo = _mm512_castps512_ps256(u), hi = _mm512_extractf32x8_ps(u, 1);
-    __m256 h = _mm256_hadd_ps(lo, hi); /* (r0 r0 r2 r2 | r1 r1 r3 r3) pairs */
-    h = _mm256_hadd_ps(h, h);          /* (r0 r2 r0 r2 | r1 r3 r1 r3) */
-    __m128 a = _mm256_castps256_ps128(h), b = _mm256_extractf128_ps(h, 1);
-    return _mm_unpacklo_ps(a, b); /* (r0 r1 r2 r3) */
+    return _mm512_add_ps(_mm512_shuffle_f32x4(t0, t1, 0x88), _mm512_shuffle_f32x4(t0, t1, 0xdd));
 }
 
-IG_TARGET_AVX512 static void dot_rows_avx512(const float *q, const float *rows, int64_t n_rows,
-                                             int64_t hd, float scale, float *out) {
-    int64_t j = 0;
+/* The sums of four rows for two heads at once (a: ua, b: ub from rows_to_lanes), times scale:
+ * in-lane transposes finish both heads with 512-bit operations, then one permute puts head a's four
+ * sums in the low 128 bits and head b's in the next. */
+IG_TARGET_AVX512 IG_INLINE __m512 finish_pair(__m512 ua, __m512 ub, __m512 sv) {
+    __m512 w = _mm512_add_ps(_mm512_unpacklo_ps(ua, ub), _mm512_unpackhi_ps(ua, ub));
+    w = _mm512_add_ps(w, _mm512_permute_ps(w, 0x4e)); /* lane r: (A_r, B_r, A_r, B_r) */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 4, 8, 12, 1, 5, 9, 13);
+    return _mm512_mul_ps(_mm512_permutexvar_ps(idx, w), sv);
+}
+
+/* 16 elements of a row of type t (a compile-time constant where this is inlined) as f32; the
+ * masked form reads only the lanes in k. */
+IG_TARGET_AVX512 IG_INLINE __m512 ld16_row(const char *row, int64_t i, ig_dtype t) {
+    if (t == IG_DTYPE_F32) return _mm512_loadu_ps((const float *)row + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
+    if (t == IG_DTYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+IG_TARGET_AVX512 IG_INLINE __m512 ld16m_row(const char *row, int64_t i, ig_dtype t, __mmask16 k) {
+    if (t == IG_DTYPE_F32) return _mm512_maskz_loadu_ps(k, (const float *)row + i);
+    __m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)row + i);
+    if (t == IG_DTYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* Four rows at a time against up to four heads: each row vector is loaded (and widened) once for
+ * every head; 16 sums in registers, reduced four at a time. */
+IG_TARGET_AVX512 IG_INLINE void dot_rows16_k(const float *const *q, const int nh, const char *rows,
+                                             const ig_dtype t, size_t rb, int64_t n_rows,
+                                             int64_t hd, float scale, float *const *out) {
     int64_t hv = hd & ~(int64_t)15;
     __mmask16 kt = tail_mask16(hd - hv);
-    __m128 sv = _mm_set1_ps(scale);
+    __m512 sv512 = _mm512_set1_ps(scale);
+    int64_t j = 0;
     for (; j + 4 <= n_rows; j += 4) {
-        const float *r0 = rows + j * hd, *r1 = r0 + hd, *r2 = r1 + hd, *r3 = r2 + hd;
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+        const char *r[4];
+        IG_UNROLL(4)
+        for (int i = 0; i < 4; i++) r[i] = rows + (size_t)(j + i) * rb;
+        __m512 a[4][4];
+        IG_UNROLL(4)
+        for (int h = 0; h < nh; h++) {
+            IG_UNROLL(4)
+            for (int i = 0; i < 4; i++) a[h][i] = _mm512_setzero_ps();
+        }
         for (int64_t d = 0; d < hv; d += 16) {
-            __m512 qv = _mm512_loadu_ps(q + d);
-            a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(r0 + d), a0);
-            a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(r1 + d), a1);
-            a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(r2 + d), a2);
-            a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(r3 + d), a3);
+            __m512 x[4];
+            IG_UNROLL(4)
+            for (int i = 0; i < 4; i++) x[i] = ld16_row(r[i], d, t);
+            IG_UNROLL(4)
+            for (int h = 0; h < nh; h++) {
+                __m512 qv = _mm512_loadu_ps(q[h] + d);
+                IG_UNROLL(4)
+                for (int i = 0; i < 4; i++) a[h][i] = _mm512_fmadd_ps(qv, x[i], a[h][i]);
+            }
         }
         if (hv < hd) {
-            __m512 qv = _mm512_maskz_loadu_ps(kt, q + hv);
-            a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(kt, r0 + hv), a0);
-            a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(kt, r1 + hv), a1);
-            a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(kt, r2 + hv), a2);
-            a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(kt, r3 + hv), a3);
+            __m512 x[4];
+            IG_UNROLL(4)
+            for (int i = 0; i < 4; i++) x[i] = ld16m_row(r[i], hv, t, kt);
+            IG_UNROLL(4)
+            for (int h = 0; h < nh; h++) {
+                __m512 qv = _mm512_maskz_loadu_ps(kt, q[h] + hv);
+                IG_UNROLL(4)
+                for (int i = 0; i < 4; i++) a[h][i] = _mm512_fmadd_ps(qv, x[i], a[h][i]);
+            }
         }
-        _mm_storeu_ps(out + j, _mm_mul_ps(hsum4x512(a0, a1, a2, a3), sv));
+        __m512 u[4];
+        IG_UNROLL(4)
+        for (int h = 0; h < nh; h++) u[h] = rows_to_lanes(a[h][0], a[h][1], a[h][2], a[h][3]);
+        IG_UNROLL(2)
+        for (int h = 0; h < nh; h += 2) {
+            __m512 f = finish_pair(u[h], h + 1 < nh ? u[h + 1] : u[h], sv512);
+            _mm_storeu_ps(out[h] + j, _mm512_castps512_ps128(f));
+            if (h + 1 < nh) _mm_storeu_ps(out[h + 1] + j, _mm512_extractf32x4_ps(f, 1));
+        }
     }
     for (; j < n_rows; j++) {
-        const float *r0 = rows + j * hd;
-        __m512 a0 = _mm512_setzero_ps();
+        const char *r0 = rows + (size_t)j * rb;
+        __m512 a[4];
+        IG_UNROLL(4)
+        for (int h = 0; h < nh; h++) a[h] = _mm512_setzero_ps();
         for (int64_t d = 0; d < hd; d += 16) {
             __mmask16 k = tail_mask16(hd - d);
-            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, q + d), _mm512_maskz_loadu_ps(k, r0 + d),
-                                 a0);
+            __m512 x = ld16m_row(r0, d, t, k);
+            IG_UNROLL(4)
+            for (int h = 0; h < nh; h++)
+                a[h] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, q[h] + d), x, a[h]);
         }
-        out[j] = scale * _mm512_reduce_add_ps(a0);
+        IG_UNROLL(4)
+        for (int h = 0; h < nh; h++) out[h][j] = scale * _mm512_reduce_add_ps(a[h]);
     }
 }
 
-/* out = sum_j p[j] rows[j]: 64 columns in registers, two rows per step into two accumulator sets.
- */
-IG_TARGET_AVX512 static void wsum_rows_avx512(const float *p, const float *rows, int64_t n_rows,
-                                              int64_t hd, float *out) {
+/* out[h] = sum_j p[h][j] row_j: 64 columns of every head in registers, each row vector loaded once
+ * for all heads. One or two heads: two rows per step into two accumulator sets (FMA latency). */
+IG_TARGET_AVX512 IG_INLINE void wsum_rows16_k(const float *const *p, const int nh, const char *rows,
+                                              const ig_dtype t, size_t rb, int64_t n_rows,
+                                              int64_t hd, float *const *out) {
     int64_t d = 0;
     for (; d + 64 <= hd; d += 64) {
-        __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
-        __m512 e0 = o0, e1 = o0, e2 = o0, e3 = o0;
+        __m512 o[4][4], e[2][4];
+        IG_UNROLL(4)
+        for (int h = 0; h < nh; h++) {
+            IG_UNROLL(4)
+            for (int c = 0; c < 4; c++) o[h][c] = _mm512_setzero_ps();
+        }
+        IG_UNROLL(2)
+        for (int h = 0; h < 2; h++) {
+            IG_UNROLL(4)
+            for (int c = 0; c < 4; c++) e[h][c] = _mm512_setzero_ps();
+        }
         int64_t j = 0;
-        for (; j + 2 <= n_rows; j += 2) {
-            const float *r = rows + j * hd + d, *s = r + hd;
-            __m512 pj = _mm512_set1_ps(p[j]), pk = _mm512_set1_ps(p[j + 1]);
-            o0 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r), o0);
-            o1 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 16), o1);
-            o2 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 32), o2);
-            o3 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 48), o3);
-            e0 = _mm512_fmadd_ps(pk, _mm512_loadu_ps(s), e0);
-            e1 = _mm512_fmadd_ps(pk, _mm512_loadu_ps(s + 16), e1);
-            e2 = _mm512_fmadd_ps(pk, _mm512_loadu_ps(s + 32), e2);
-            e3 = _mm512_fmadd_ps(pk, _mm512_loadu_ps(s + 48), e3);
+        if (nh <= 2)
+            for (; j + 2 <= n_rows; j += 2) {
+                const char *r = rows + (size_t)j * rb, *s = r + rb;
+                __m512 x[4], y[4];
+                IG_UNROLL(4)
+                for (int c = 0; c < 4; c++) {
+                    x[c] = ld16_row(r, d + 16 * c, t);
+                    y[c] = ld16_row(s, d + 16 * c, t);
+                }
+                IG_UNROLL(2)
+                for (int h = 0; h < nh && h < 2; h++) {
+                    __m512 pj = _mm512_set1_ps(p[h][j]), pk = _mm512_set1_ps(p[h][j + 1]);
+                    IG_UNROLL(4)
+                    for (int c = 0; c < 4; c++) {
+                        o[h][c] = _mm512_fmadd_ps(pj, x[c], o[h][c]);
+                        e[h][c] = _mm512_fmadd_ps(pk, y[c], e[h][c]);
+                    }
+                }
+            }
+        for (; j < n_rows; j++) {
+            const char *r = rows + (size_t)j * rb;
+            __m512 x[4];
+            IG_UNROLL(4)
+            for (int c = 0; c < 4; c++) x[c] = ld16_row(r, d + 16 * c, t);
+            IG_UNROLL(4)
+            for (int h = 0; h < nh; h++) {
+                __m512 ph = _mm512_set1_ps(p[h][j]);
+                IG_UNROLL(4)
+                for (int c = 0; c < 4; c++) o[h][c] = _mm512_fmadd_ps(ph, x[c], o[h][c]);
+            }
         }
-        if (j < n_rows) {
-            const float *r = rows + j * hd + d;
-            __m512 pj = _mm512_set1_ps(p[j]);
-            o0 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r), o0);
-            o1 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 16), o1);
-            o2 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 32), o2);
-            o3 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 48), o3);
+        IG_UNROLL(4)
+        for (int h = 0; h < nh; h++) {
+            IG_UNROLL(4)
+            for (int c = 0; c < 4; c++)
+                _mm512_storeu_ps(out[h] + d + 16 * c, _mm512_add_ps(o[h][c], e[h & 1][c]));
         }
-        _mm512_storeu_ps(out + d, _mm512_add_ps(o0, e0));
-        _mm512_storeu_ps(out + d + 16, _mm512_add_ps(o1, e1));
-        _mm512_storeu_ps(out + d + 32, _mm512_add_ps(o2, e2));
-        _mm512_storeu_ps(out + d + 48, _mm512_add_ps(o3, e3));
     }
     for (; d < hd; d += 16) {
         __mmask16 k = tail_mask16(hd - d);
-        __m512 o0 = _mm512_setzero_ps(), e0 = o0;
-        int64_t j = 0;
-        for (; j + 2 <= n_rows; j += 2) {
-            o0 = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(k, rows + j * hd + d),
-                                 o0);
-            e0 = _mm512_fmadd_ps(_mm512_set1_ps(p[j + 1]),
-                                 _mm512_maskz_loadu_ps(k, rows + (j + 1) * hd + d), e0);
+        __m512 o[4];
+        IG_UNROLL(4)
+        for (int h = 0; h < nh; h++) o[h] = _mm512_setzero_ps();
+        for (int64_t j = 0; j < n_rows; j++) {
+            __m512 x = ld16m_row(rows + (size_t)j * rb, d, t, k);
+            IG_UNROLL(4)
+            for (int h = 0; h < nh; h++) o[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h][j]), x, o[h]);
         }
-        if (j < n_rows)
-            o0 = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(k, rows + j * hd + d),
-                                 o0);
-        _mm512_mask_storeu_ps(out + d, k, _mm512_add_ps(o0, e0));
+        IG_UNROLL(4)
+        for (int h = 0; h < nh; h++) _mm512_mask_storeu_ps(out[h] + d, k, o[h]);
     }
+}
+
+/* One instance per row type and head count 1 .. 4 (IG_ROWS_MAX_HEADS). */
+#define ROWS16_INSTANCES(T, TN)                                                                    \
+    IG_TARGET_AVX512 static void dot_rows16_##TN(const float *const *q, int nh, const char *rows,  \
+                                                 size_t rb, int64_t n, int64_t hd, float scale,    \
+                                                 float *const *out) {                              \
+        switch (nh) {                                                                              \
+        case 1:                                                                                    \
+            dot_rows16_k(q, 1, rows, T, rb, n, hd, scale, out);                                    \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            dot_rows16_k(q, 2, rows, T, rb, n, hd, scale, out);                                    \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            dot_rows16_k(q, 3, rows, T, rb, n, hd, scale, out);                                    \
+            break;                                                                                 \
+        default:                                                                                   \
+            dot_rows16_k(q, 4, rows, T, rb, n, hd, scale, out);                                    \
+            break;                                                                                 \
+        }                                                                                          \
+    }                                                                                              \
+    IG_TARGET_AVX512 static void wsum_rows16_##TN(const float *const *p, int nh, const char *rows, \
+                                                  size_t rb, int64_t n, int64_t hd,                \
+                                                  float *const *out) {                             \
+        switch (nh) {                                                                              \
+        case 1:                                                                                    \
+            wsum_rows16_k(p, 1, rows, T, rb, n, hd, out);                                          \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            wsum_rows16_k(p, 2, rows, T, rb, n, hd, out);                                          \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            wsum_rows16_k(p, 3, rows, T, rb, n, hd, out);                                          \
+            break;                                                                                 \
+        default:                                                                                   \
+            wsum_rows16_k(p, 4, rows, T, rb, n, hd, out);                                          \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+ROWS16_INSTANCES(IG_DTYPE_F32, f32)
+ROWS16_INSTANCES(IG_DTYPE_F16, f16)
+ROWS16_INSTANCES(IG_DTYPE_BF16, bf16)
+
+static void dot_rows_avx512(const float *const *q, int nh, const void *rows, ig_dtype t,
+                            int64_t stride, int64_t n_rows, int64_t hd, float scale,
+                            float *const *out) {
+    size_t rb = (size_t)stride * row_elem_size(t);
+    if (t == IG_DTYPE_F32)
+        dot_rows16_f32(q, nh, rows, rb, n_rows, hd, scale, out);
+    else if (t == IG_DTYPE_F16)
+        dot_rows16_f16(q, nh, rows, rb, n_rows, hd, scale, out);
+    else
+        dot_rows16_bf16(q, nh, rows, rb, n_rows, hd, scale, out);
+}
+
+static void wsum_rows_avx512(const float *const *p, int nh, const void *rows, ig_dtype t,
+                             int64_t stride, int64_t n_rows, int64_t hd, float *const *out) {
+    size_t rb = (size_t)stride * row_elem_size(t);
+    if (t == IG_DTYPE_F32)
+        wsum_rows16_f32(p, nh, rows, rb, n_rows, hd, out);
+    else if (t == IG_DTYPE_F16)
+        wsum_rows16_f16(p, nh, rows, rb, n_rows, hd, out);
+    else
+        wsum_rows16_bf16(p, nh, rows, rb, n_rows, hd, out);
 }
 
 static const ig_vec_ops k_vec_avx512 = {

@@ -1,0 +1,499 @@
+/* Token-selection kernels for speculative KV fetch (InfiniGen): partial attention scores against
+ * the partial key cache, counting scores above a threshold, and an O(n) top-k by radix selection.
+ * Partial scores transpose 16 (AVX-512) or 8 (AVX2) key rows in registers, so that each score is
+ * a vertical sum of columns and no horizontal reduction is needed. Nothing here allocates. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include "core/status.h"
+#include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+/* Multiply-adds of partial scores below which a call stays on one thread: a fork/join costs
+ * microseconds, and the partial key cache of one head at a few thousand tokens is less. */
+#define PSCORE_MIN_MACS_PER_THREAD (1 << 20)
+/* Partial scores: rows per block handed to a thread (a multiple of 16). */
+#define PSCORE_ROW_BLOCK 1024
+
+/* ---- partial scores -------------------------------------------------------------------------- */
+
+typedef void (*pscore_fn)(const float *pq, int n_q, int k_cols, const float *pk, int64_t stride,
+                          int64_t n, int64_t out_stride, float *scores);
+
+static void pscore_scalar(const float *pq, int n_q, int k_cols, const float *pk, int64_t stride,
+                          int64_t n, int64_t out_stride, float *scores) {
+    for (int64_t t = 0; t < n; t++) {
+        const float *row = pk + t * stride;
+        for (int h = 0; h < n_q; h++) {
+            const float *qh = pq + (int64_t)h * k_cols;
+            float s0 = 0, s1 = 0;
+            int c = 0;
+            for (; c + 2 <= k_cols; c += 2) {
+                s0 += qh[c] * row[c];
+                s1 += qh[c + 1] * row[c + 1];
+            }
+            if (c < k_cols) s0 += qh[c] * row[c];
+            scores[h * out_stride + t] = s0 + s1;
+        }
+    }
+}
+
+#if IG_X86
+
+/* In-register transpose of 8 rows of 8 floats: c[j] lane i = r[i] lane j. */
+IG_TARGET_AVX2 IG_INLINE void transpose8(__m256 r[8]) {
+    __m256 t[8], s[8];
+    IG_UNROLL(4)
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    IG_UNROLL(2)
+    for (int i = 0; i < 2; i++) {
+        s[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    IG_UNROLL(4)
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_permute2f128_ps(s[k], s[4 + k], 0x20);
+        r[4 + k] = _mm256_permute2f128_ps(s[k], s[4 + k], 0x31);
+    }
+}
+
+/* Blocks of 8 rows, columns in tiles of 8 (masked loads read zeros past k_cols), queries 8 at a
+ * time zero-padded to the tile, so the multiply-adds use constant column indices. The first tile
+ * stores the scores, later tiles add to them. */
+IG_TARGET_AVX2 static void pscore_avx2(const float *pq, int n_q, int k_cols, const float *pk,
+                                       int64_t stride, int64_t n, int64_t out_stride,
+                                       float *scores) {
+    for (int c0 = 0; c0 < k_cols; c0 += 8) {
+        int w = k_cols - c0 < 8 ? k_cols - c0 : 8;
+        __m256i cmask =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int h0 = 0; h0 < n_q; h0 += 8) {
+            int nh = n_q - h0 < 8 ? n_q - h0 : 8;
+            float qpad[8][8];
+            for (int h = 0; h < nh; h++)
+                _mm256_storeu_ps(qpad[h],
+                                 _mm256_maskload_ps(pq + (int64_t)(h0 + h) * k_cols + c0, cmask));
+            for (int64_t t = 0; t < n; t += 8) {
+                int64_t rows = n - t < 8 ? n - t : 8;
+                __m256 r[8];
+                IG_UNROLL(8)
+                for (int i = 0; i < 8; i++)
+                    r[i] = i < rows ? _mm256_maskload_ps(pk + (t + i) * stride + c0, cmask)
+                                    : _mm256_setzero_ps();
+                transpose8(r);
+                for (int h = 0; h < nh; h++) {
+                    __m256 a0 = _mm256_mul_ps(_mm256_set1_ps(qpad[h][0]), r[0]);
+                    __m256 a1 = _mm256_mul_ps(_mm256_set1_ps(qpad[h][1]), r[1]);
+                    IG_UNROLL(3)
+                    for (int c = 2; c < 8; c += 2) {
+                        a0 = _mm256_fmadd_ps(_mm256_set1_ps(qpad[h][c]), r[c], a0);
+                        a1 = _mm256_fmadd_ps(_mm256_set1_ps(qpad[h][c + 1]), r[c + 1], a1);
+                    }
+                    __m256 acc = _mm256_add_ps(a0, a1);
+                    float *o = scores + (int64_t)(h0 + h) * out_stride + t;
+                    if (rows == 8) {
+                        if (c0 > 0) acc = _mm256_add_ps(acc, _mm256_loadu_ps(o));
+                        _mm256_storeu_ps(o, acc);
+                    } else {
+                        float b[8];
+                        _mm256_storeu_ps(b, acc);
+                        for (int i = 0; i < rows; i++) o[i] = c0 > 0 ? o[i] + b[i] : b[i];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* In-register transpose of 16 rows of 16 floats: r[j] lane i = (old) r[i] lane j. */
+IG_TARGET_AVX512 IG_INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    IG_UNROLL(8)
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* r[4i+k], 128-bit lane L: rows 4i .. 4i+3 of column 4L + k */
+    IG_UNROLL(4)
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    IG_UNROLL(4)
+    for (int k = 0; k < 4; k++) {
+        __m512 a = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        __m512 b = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+        __m512 c = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        __m512 d = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+        t[k] = _mm512_shuffle_f32x4(a, c, 0x88);      /* column k */
+        t[8 + k] = _mm512_shuffle_f32x4(a, c, 0xdd);  /* column 8 + k */
+        t[4 + k] = _mm512_shuffle_f32x4(b, d, 0x88);  /* column 4 + k */
+        t[12 + k] = _mm512_shuffle_f32x4(b, d, 0xdd); /* column 12 + k */
+    }
+    IG_UNROLL(16)
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+/* Blocks of 16 rows, columns in tiles of 16, queries 8 at a time: each query is zero-padded to the
+ * tile, so the multiply-adds run over all 16 transposed columns with constant indices and the
+ * columns stay in registers (a runtime column count would spill them). */
+IG_TARGET_AVX512 static void pscore_avx512(const float *pq, int n_q, int k_cols, const float *pk,
+                                           int64_t stride, int64_t n, int64_t out_stride,
+                                           float *scores) {
+    for (int c0 = 0; c0 < k_cols; c0 += 16) {
+        int w = k_cols - c0 < 16 ? k_cols - c0 : 16;
+        __mmask16 cm = (__mmask16)((1u << w) - 1u);
+        for (int h0 = 0; h0 < n_q; h0 += 8) {
+            int nh = n_q - h0 < 8 ? n_q - h0 : 8;
+            float qpad[8][16];
+            for (int h = 0; h < nh; h++)
+                _mm512_storeu_ps(qpad[h],
+                                 _mm512_maskz_loadu_ps(cm, pq + (int64_t)(h0 + h) * k_cols + c0));
+            for (int64_t t = 0; t < n; t += 16) {
+                int64_t rows = n - t < 16 ? n - t : 16;
+                __mmask16 rm = (__mmask16)((1u << rows) - 1u);
+                __m512 r[16];
+                IG_UNROLL(16)
+                for (int i = 0; i < 16; i++)
+                    r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, pk + (t + i) * stride + c0)
+                                    : _mm512_setzero_ps();
+                transpose16(r);
+                for (int h = 0; h < nh; h++) {
+                    __m512 a[4];
+                    IG_UNROLL(4)
+                    for (int u = 0; u < 4; u++)
+                        a[u] = _mm512_mul_ps(_mm512_set1_ps(qpad[h][u]), r[u]);
+                    IG_UNROLL(12)
+                    for (int c = 4; c < 16; c++)
+                        a[c & 3] = _mm512_fmadd_ps(_mm512_set1_ps(qpad[h][c]), r[c], a[c & 3]);
+                    __m512 acc =
+                        _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+                    float *o = scores + (int64_t)(h0 + h) * out_stride + t;
+                    if (c0 > 0) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(rm, o));
+                    _mm512_mask_storeu_ps(o, rm, acc);
+                }
+            }
+        }
+    }
+}
+
+#endif /* IG_X86 */
+
+static pscore_fn pick_pscore(void) {
+#if IG_X86
+    ig_simd_level l = ig_cpu_simd_level();
+    if (l == IG_SIMD_AVX512) return pscore_avx512;
+    if (l == IG_SIMD_AVX2) return pscore_avx2;
+#endif
+    return pscore_scalar;
+}
+
+void ig_cpu_partial_scores(const float *pq, int n_q, int k_cols, const float *pk, int64_t pk_stride,
+                           int64_t n, float *scores) {
+    IG_ASSERT(n_q >= 0 && k_cols >= 0 && n >= 0 && pk_stride >= k_cols);
+    if (n == 0 || n_q == 0) return;
+    if (k_cols == 0) {
+        memset(scores, 0, (size_t)n_q * (size_t)n * sizeof(float));
+        return;
+    }
+    pscore_fn f = pick_pscore();
+    int64_t blocks = (n + PSCORE_ROW_BLOCK - 1) / PSCORE_ROW_BLOCK;
+    int nt = ig_cpu_threads_for(n * k_cols * n_q, PSCORE_MIN_MACS_PER_THREAD);
+    if (nt > blocks) nt = (int)blocks;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t t0 = b * PSCORE_ROW_BLOCK;
+        int64_t m = n - t0 < PSCORE_ROW_BLOCK ? n - t0 : PSCORE_ROW_BLOCK;
+        f(pq, n_q, k_cols, pk + t0 * pk_stride, pk_stride, m, n, scores + t0);
+    }
+}
+
+/* ---- counting -------------------------------------------------------------------------------- */
+
+static int64_t count_above_scalar(const float *s, int64_t n, float thr) {
+    int64_t c = 0;
+    for (int64_t i = 0; i < n; i++) c += s[i] > thr;
+    return c;
+}
+
+#if IG_X86
+IG_TARGET_AVX2 static int64_t count_above_avx2(const float *s, int64_t n, float thr) {
+    __m256 tv = _mm256_set1_ps(thr);
+    int64_t c = 0, i = 0;
+    for (; i + 8 <= n; i += 8)
+        c += __builtin_popcount(
+            (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(s + i), tv, _CMP_GT_OQ)));
+    return c + count_above_scalar(s + i, n - i, thr);
+}
+
+IG_TARGET_AVX512 static int64_t count_above_avx512(const float *s, int64_t n, float thr) {
+    __m512 tv = _mm512_set1_ps(thr);
+    int64_t c = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        c += __builtin_popcount(
+            (unsigned)_mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, s + i), tv, _CMP_GT_OQ));
+    }
+    return c;
+}
+#endif
+
+int64_t ig_cpu_count_above(const float *s, int64_t n, float threshold) {
+    IG_ASSERT(n >= 0);
+#if IG_X86
+    ig_simd_level l = ig_cpu_simd_level();
+    if (l == IG_SIMD_AVX512) return count_above_avx512(s, n, threshold);
+    if (l == IG_SIMD_AVX2) return count_above_avx2(s, n, threshold);
+#endif
+    return count_above_scalar(s, n, threshold);
+}
+
+/* ---- top-k by radix selection ---------------------------------------------------------------- */
+
+/* Buckets per radix level: each level narrows the candidates' key range by 2^11. */
+#define TOPK_BITS    11
+#define TOPK_BUCKETS (1 << TOPK_BITS)
+
+size_t ig_cpu_topk_ws_bytes(int64_t n) {
+    return ((size_t)TOPK_BUCKETS + 2 * (size_t)(n > 0 ? n : 0)) * sizeof(uint32_t);
+}
+
+/* An unsigned key with the order of the floats: larger value, larger key. NaN is below -inf (key
+ * 0) and -0 equals +0, so that ties are exactly the values that compare equal. */
+static inline uint32_t order_key(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if (x != x) return 0;
+    if (u == 0x80000000u) u = 0;
+    return u ^ ((u & 0x80000000u) ? 0xffffffffu : 0x80000000u);
+}
+
+/* The three passes over all n elements, per SIMD level: keys (with their min and max), the
+ * compaction of the indices whose key lies in [lo, hi], and the final selection of the indices with
+ * key > T, or key == T and index <= cut (in index order; exactly k of them). */
+typedef struct topk_ops {
+    void (*keys)(const float *s, int64_t n, uint32_t *keys, uint32_t *kmin, uint32_t *kmax);
+    int64_t (*compact)(const uint32_t *keys, int64_t n, uint32_t lo, uint32_t hi, uint32_t *out);
+    void (*select)(const uint32_t *keys, int64_t n, uint32_t T, uint32_t cut, int64_t k,
+                   int32_t *out);
+} topk_ops;
+
+static void keys_scalar(const float *s, int64_t n, uint32_t *keys, uint32_t *kmin, uint32_t *kmax) {
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t k = order_key(s[i]);
+        keys[i] = k;
+        lo = k < lo ? k : lo;
+        hi = k > hi ? k : hi;
+    }
+    *kmin = lo;
+    *kmax = hi;
+}
+
+static int64_t compact_scalar(const uint32_t *keys, int64_t n, uint32_t lo, uint32_t hi,
+                              uint32_t *out) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) { /* branch-free: always write, advance when selected */
+        out[m] = (uint32_t)i;
+        m += keys[i] - lo <= hi - lo;
+    }
+    return m;
+}
+
+static void select_scalar(const uint32_t *keys, int64_t n, uint32_t T, uint32_t cut, int64_t k,
+                          int32_t *out) {
+    int64_t j = 0;
+    for (int64_t i = 0; i < n && j < k; i++) {
+        out[j] = (int32_t)i;
+        j += keys[i] > T || (keys[i] == T && (uint32_t)i <= cut);
+    }
+}
+
+static const topk_ops k_topk_scalar = {keys_scalar, compact_scalar, select_scalar};
+
+#if IG_X86
+IG_TARGET_AVX512 IG_INLINE __mmask16 mask16(int64_t left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
+
+/* key = u ^ (sign ? 0xffffffff : 0x80000000) after -0 -> +0; NaN -> 0. */
+IG_TARGET_AVX2 static void keys_avx2(const float *s, int64_t n, uint32_t *keys, uint32_t *kmin,
+                                     uint32_t *kmax) {
+    __m256i lo = _mm256_set1_epi32(-1), hi = _mm256_setzero_si256();
+    const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(s + i);
+        __m256i u = _mm256_castps_si256(x);
+        u = _mm256_andnot_si256(_mm256_cmpeq_epi32(u, sign), u);
+        __m256i k = _mm256_xor_si256(u, _mm256_or_si256(_mm256_srai_epi32(u, 31), sign));
+        k = _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)), k);
+        _mm256_storeu_si256((__m256i *)(keys + i), k);
+        lo = _mm256_min_epu32(lo, k);
+        hi = _mm256_max_epu32(hi, k);
+    }
+    uint32_t lb[8], hb[8], l, h;
+    _mm256_storeu_si256((__m256i *)lb, lo);
+    _mm256_storeu_si256((__m256i *)hb, hi);
+    keys_scalar(s + i, n - i, keys + i, &l, &h);
+    for (int j = 0; j < 8; j++) {
+        l = lb[j] < l ? lb[j] : l;
+        h = hb[j] > h ? hb[j] : h;
+    }
+    *kmin = l;
+    *kmax = h;
+}
+
+static const topk_ops k_topk_avx2 = {keys_avx2, compact_scalar, select_scalar};
+
+IG_TARGET_AVX512 static void keys_avx512(const float *s, int64_t n, uint32_t *keys, uint32_t *kmin,
+                                         uint32_t *kmax) {
+    __m512i lo = _mm512_set1_epi32(-1), hi = _mm512_setzero_si512();
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask16(n - i);
+        __m512 x = _mm512_maskz_loadu_ps(m, s + i);
+        __m512i u = _mm512_castps_si512(x);
+        u = _mm512_maskz_mov_epi32(_mm512_cmpneq_epi32_mask(u, sign), u);
+        __m512i k = _mm512_xor_si512(u, _mm512_or_si512(_mm512_srai_epi32(u, 31), sign));
+        k = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), k);
+        _mm512_mask_storeu_epi32(keys + i, m, k);
+        lo = _mm512_mask_min_epu32(lo, m, lo, k);
+        hi = _mm512_mask_max_epu32(hi, m, hi, k);
+    }
+    *kmin = (uint32_t)_mm512_reduce_min_epu32(lo);
+    *kmax = (uint32_t)_mm512_reduce_max_epu32(hi);
+}
+
+/* Indices of the selected lanes, packed in registers and stored with a mask (no write past them).
+ */
+IG_TARGET_AVX512 static int64_t compact_avx512(const uint32_t *keys, int64_t n, uint32_t lo,
+                                               uint32_t hi, uint32_t *out) {
+    const __m512i lov = _mm512_set1_epi32((int)lo), span = _mm512_set1_epi32((int)(hi - lo));
+    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i step = _mm512_set1_epi32(16);
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 t = mask16(n - i);
+        __m512i k = _mm512_maskz_loadu_epi32(t, keys + i);
+        __mmask16 sel = _mm512_mask_cmple_epu32_mask(t, _mm512_sub_epi32(k, lov), span);
+        int c = __builtin_popcount(sel);
+        _mm512_mask_storeu_epi32(out + m, (__mmask16)((1u << c) - 1u),
+                                 _mm512_maskz_compress_epi32(sel, idx));
+        m += c;
+        idx = _mm512_add_epi32(idx, step);
+    }
+    return m;
+}
+
+IG_TARGET_AVX512 static void select_avx512(const uint32_t *keys, int64_t n, uint32_t T,
+                                           uint32_t cut, int64_t k, int32_t *out) {
+    const __m512i tv = _mm512_set1_epi32((int)T), cv = _mm512_set1_epi32((int)cut);
+    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i step = _mm512_set1_epi32(16);
+    int64_t j = 0;
+    for (int64_t i = 0; i < n && j < k; i += 16) {
+        __mmask16 t = mask16(n - i);
+        __m512i kv = _mm512_maskz_loadu_epi32(t, keys + i);
+        __mmask16 sel =
+            _mm512_mask_cmpgt_epu32_mask(t, kv, tv) |
+            (_mm512_mask_cmpeq_epi32_mask(t, kv, tv) & _mm512_cmple_epu32_mask(idx, cv));
+        int c = __builtin_popcount(sel); /* never past k: cut bounds the ties */
+        _mm512_mask_storeu_epi32(out + j, (__mmask16)((1u << c) - 1u),
+                                 _mm512_maskz_compress_epi32(sel, idx));
+        j += c;
+        idx = _mm512_add_epi32(idx, step);
+    }
+}
+
+static const topk_ops k_topk_avx512 = {keys_avx512, compact_avx512, select_avx512};
+#endif
+
+static const topk_ops *pick_topk(void) {
+#if IG_X86
+    ig_simd_level l = ig_cpu_simd_level();
+    if (l == IG_SIMD_AVX512) return &k_topk_avx512;
+    if (l == IG_SIMD_AVX2) return &k_topk_avx2;
+#endif
+    return &k_topk_scalar;
+}
+
+static int bit_width(uint32_t x) {
+    return x ? 32 - __builtin_clz(x) : 0;
+}
+
+int64_t ig_cpu_topk(const float *s, int64_t n, int64_t k, int32_t *idx_out, void *ws,
+                    size_t ws_bytes) {
+    IG_ASSERT(n >= 0 && n <= INT32_MAX);
+    if (k <= 0 || n == 0) return 0;
+    if (k >= n) {
+        for (int64_t i = 0; i < n; i++) idx_out[i] = (int32_t)i;
+        return n;
+    }
+    IG_ASSERT(ws_bytes >= ig_cpu_topk_ws_bytes(n));
+    const topk_ops *ops = pick_topk();
+    uint32_t *hist = ws, *keys = hist + TOPK_BUCKETS, *cand = keys + n;
+    uint32_t lo, hi;
+    ops->keys(s, n, keys, &lo, &hi);
+    /* The k-th largest key T lies in [lo, hi] among the candidates, `need`-th from the top there.
+     * Each level: buckets of the range's width / 2^11 (so clustered values still spread over
+     * the buckets), find T's bucket, keep its candidates (in index order), tighten the range. */
+    int64_t need = k, m = n;
+    int first = 1;
+    while (lo < hi) {
+        int shift = bit_width(hi - lo) > TOPK_BITS ? bit_width(hi - lo) - TOPK_BITS : 0;
+        uint32_t nb = ((hi - lo) >> shift) + 1;
+        memset(hist, 0, nb * sizeof *hist);
+        if (first)
+            for (int64_t i = 0; i < n; i++) hist[(keys[i] - lo) >> shift]++;
+        else
+            for (int64_t c = 0; c < m; c++) hist[(keys[cand[c]] - lo) >> shift]++;
+        uint32_t b = nb - 1;
+        while ((int64_t)hist[b] < need) need -= hist[b--];
+        uint32_t blo = lo + (b << shift);
+        uint64_t end = (uint64_t)blo + ((1ull << shift) - 1u); /* the bucket's last key */
+        uint32_t bhi = end < hi ? (uint32_t)end : hi;
+        if (first) {
+            m = ops->compact(keys, n, blo, bhi, cand);
+            first = 0;
+        } else {
+            int64_t w = 0;
+            for (int64_t c = 0; c < m; c++) {
+                cand[w] = cand[c];
+                w += keys[cand[c]] - blo <= bhi - blo;
+            }
+            m = w;
+        }
+        lo = UINT32_MAX;
+        hi = 0;
+        for (int64_t c = 0; c < m; c++) {
+            uint32_t kc = keys[cand[c]];
+            lo = kc < lo ? kc : lo;
+            hi = kc > hi ? kc : hi;
+        }
+    }
+    /* T = lo; ties at T are taken in index order up to the need-th. */
+    uint32_t T = lo, cut;
+    if (first) { /* every key equal */
+        cut = (uint32_t)(need - 1);
+    } else {
+        IG_ASSERT(need >= 1 && need <= m);
+        cut = cand[need - 1];
+    }
+    ops->select(keys, n, T, cut, k, idx_out);
+    return k;
+}
