@@ -1,6 +1,8 @@
 /* KV home tier: entry tables with encoded rows. No policy logic here. */
 #include "offload/kv_home.h"
 
+#include "kernels/cpu/kvquant.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +23,8 @@ size_t ig_kv_codec_row_bytes(const ig_kv_codec *c, int hd) {
         return (size_t)hd * 4;
     case IG_KV_CODEC_F16:
         return (size_t)hd * 2;
-    case IG_KV_CODEC_QUANT: {
-        /* per group: f16 min, f16 scale, then group*bits/8 bytes */
-        size_t groups = (size_t)(hd / c->group);
-        return groups * (4 + (size_t)c->group * (size_t)c->bits / 8);
-    }
+    case IG_KV_CODEC_QUANT:
+        return ig_kvq_row_bytes(hd, c->bits, c->group);
     }
     return 0;
 }
@@ -51,7 +50,7 @@ void ig_kv_codec_encode(const ig_kv_codec *c, const float *x, int64_t n_rows, in
     else if (c->kind == IG_KV_CODEC_F16)
         ig_convert(IG_DTYPE_F16, out, IG_DTYPE_F32, x, n);
     else
-        IG_ASSERT(!"quantized KV codec not available in this build");
+        ig_kvq_quantize_rows(x, n_rows, hd, c->bits, c->group, out);
 }
 
 void ig_kv_codec_decode(const ig_kv_codec *c, const void *in, int64_t n_rows, int hd, float *out) {
@@ -61,7 +60,7 @@ void ig_kv_codec_decode(const ig_kv_codec *c, const void *in, int64_t n_rows, in
     else if (c->kind == IG_KV_CODEC_F16)
         ig_convert(IG_DTYPE_F32, out, IG_DTYPE_F16, in, n);
     else
-        IG_ASSERT(!"quantized KV codec not available in this build");
+        ig_kvq_dequantize_rows(in, n_rows, hd, c->bits, c->group, out);
 }
 
 static size_t table(const ig_kv_home *h, int layer, int slot, int head) {
@@ -81,8 +80,7 @@ ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error
                             o->n_layer, o->n_slots, o->n_kv_head, o->head_dim,
                             (long long)o->capacity);
     if (o->codec.kind == IG_KV_CODEC_QUANT &&
-        (o->codec.group <= 0 || o->head_dim % o->codec.group != 0 ||
-         (o->codec.bits != 8 && o->codec.bits != 4 && o->codec.bits != 2)))
+        ig_kvq_row_bytes(o->head_dim, o->codec.bits, o->codec.group) == 0)
         return ig_error_set(err, IG_ERR_INVALID_ARG,
                             "KV codec: %d bits in groups of %d do not fit head_dim %d (bits 8, 4 "
                             "or 2; the group must divide head_dim)",

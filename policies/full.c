@@ -15,7 +15,6 @@ static ig_status full_init(void *st, const ig_policy_env *env, const ig_policy_p
     (void)p;
     (void)err;
     caps->dense = 1;
-    caps->select_ahead = 1;
     return IG_OK;
 }
 

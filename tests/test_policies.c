@@ -340,7 +340,12 @@ static void test_full_budget_matches(void) {
             printf("\n    %-10s %-10s at 100%% budget: max |logit - dense| %.3g", all[pi]->name,
                    g_fixtures[mi], d);
             int exact = !strcmp(all[pi]->name, "full");
-            double bound = g_full_budget[k].lossy ? 0.5 : 1e-4;
+            /* A lossy codec at its finest setting: within 2% of the largest |logit| (8-bit KV on
+             * the tiny models moves logits by about 1%). */
+            double maxabs = 0;
+            for (size_t i = 0; i < n0; i++)
+                if (fabs(dense[i]) > maxabs) maxabs = fabs(dense[i]);
+            double bound = g_full_budget[k].lossy ? 0.02 * maxabs : 1e-4;
             if (exact) CU_ASSERT(!memcmp(dense, got, n0 * sizeof(float)));
             CU_ASSERT(d <= bound);
             free(dense);

@@ -41,6 +41,8 @@ struct ig_kv_run {
     float *ws_k[2], *ws_v[2]; /* copy mode: [S][G][cap][hd] */
     float *pf_k, *pf_v;       /* prefill: [G][cap + max_new][hd] */
     float *colsum;            /* [H][cap + max_new] */
+    float *cws;               /* workspace of the attention kernel with column sums */
+    size_t cws_floats;
     float *gws;
     size_t gws_floats;
     float *probs; /* [H][cap + 1] */
@@ -186,6 +188,12 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->pf_k = falloc(G * pf_rows * hd, err);
     r->pf_v = falloc(G * pf_rows * hd, err);
     r->colsum = falloc(H * pf_rows, err);
+    if (r->caps.wants_prefill_colsum) {
+        r->cws_floats = ig_cpu_attention_colsum_ws_floats(r->max_new, (int64_t)pf_rows, r->H, r->hd,
+                                                          ig_cpu_get_threads());
+        r->cws = falloc(r->cws_floats, err);
+        if (!r->cws) return IG_ERR_NOMEM;
+    }
     r->probs_stride = (int64_t)capz + 1;
     r->probs = falloc(H * (size_t)r->probs_stride, err);
     r->gws_floats =
@@ -230,6 +238,7 @@ void ig_kv_run_free(ig_kv_run *r) {
     free(r->pf_k);
     free(r->pf_v);
     free(r->colsum);
+    free(r->cws);
     free(r->probs);
     free(r->gws);
     free(r->extra_k);
@@ -543,13 +552,23 @@ static void prefill_seq(ig_engine *e, int layer, int s) {
     }
     r->stats.transfer_s += ig_time_s() - t0;
     t0 = ig_time_s();
-    ig_cpu_attention(e->q + r0 * qd, q->n_tokens, n_exist, r->pf_k, r->pf_v, stride, c->n_head,
-                     c->n_kv_head, c->head_dim, scale, e->attn_ws, e->attn_ws_floats,
-                     e->att + r0 * qd);
+    float *colsum = NULL;
+    if (r->caps.wants_prefill_colsum) {
+        colsum = r->colsum;
+        memset(colsum, 0, (size_t)r->H * (size_t)stride * sizeof(float));
+        ig_cpu_attention_colsum(e->q + r0 * qd, q->n_tokens, n_exist, r->pf_k, r->pf_v, stride,
+                                c->n_head, c->n_kv_head, c->head_dim, scale, r->cws, r->cws_floats,
+                                colsum, stride, e->att + r0 * qd);
+    } else {
+        ig_cpu_attention(e->q + r0 * qd, q->n_tokens, n_exist, r->pf_k, r->pf_v, stride, c->n_head,
+                         c->n_kv_head, c->head_dim, scale, e->attn_ws, e->attn_ws_floats,
+                         e->att + r0 * qd);
+    }
     r->stats.attention_s += ig_time_s() - t0;
     if (r->ops->on_prefill) {
         ig_prefill_view v = {
-            q->n_tokens, e->p0[s], e->q + r0 * qd, e->k + r0 * kvd, e->h + r0 * (size_t)r->d, NULL};
+            q->n_tokens, e->p0[s], e->q + r0 * qd, e->k + r0 * kvd, e->h + r0 * (size_t)r->d,
+            colsum};
         r->ops->on_prefill(r->st, layer, q->slot, &v);
     }
     store_new(e, layer, s);

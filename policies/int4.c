@@ -1,0 +1,71 @@
+/* int4: group-wise asymmetric low-bit KV (FlexGen's compress_cache; InfiniGen's quantization
+ * baseline). Every token is kept and attended; rows are stored and moved encoded (an f16 min and
+ * scale per group along head_dim, then `bits`-bit codes) and decoded for attention, the new
+ * token's own row included. The policy only chooses the codec: the core encodes and decodes. */
+#include <stdio.h>
+
+#include "policies/policy.h"
+
+static const ig_param_spec int4_params[] = {
+    {"bits", IG_PARAM_INT, "4", 2, 8, NULL, "bits per value: 8, 4 or 2"},
+    {"group_size", IG_PARAM_INT, "64", 1, 4096, NULL,
+     "values per quantization group along head_dim (must divide head_dim; a head smaller than "
+     "the default group is one group)"},
+};
+
+typedef struct int4_state {
+    int bits, group;
+} int4_state;
+
+static ig_status int4_init(void *st, const ig_policy_env *env, const ig_policy_params *p,
+                           ig_policy_caps *caps, ig_error *err) {
+    int4_state *s = st;
+    s->bits = (int)ig_params_num(p, "bits");
+    s->group = (int)ig_params_num(p, "group_size");
+    if (!ig_params_is_set(p, "group_size") && env->cfg->head_dim < s->group)
+        s->group = env->cfg->head_dim;
+    if (s->bits != 8 && s->bits != 4 && s->bits != 2)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "policy int4: bits=%d (expected 8, 4 or 2)",
+                            s->bits);
+    if (env->cfg->head_dim % s->group != 0)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy int4: group_size=%d does not divide head_dim %d", s->group,
+                            env->cfg->head_dim);
+    caps->codec.kind = IG_KV_CODEC_QUANT;
+    caps->codec.bits = s->bits;
+    caps->codec.group = s->group;
+    caps->dense = 1;
+    return IG_OK;
+}
+
+static void int4_fini(void *st) {
+    (void)st;
+}
+
+static int64_t int4_capacity(const void *st, int layer, int64_t n_tokens) {
+    (void)st;
+    (void)layer;
+    return n_tokens;
+}
+
+const ig_policy_ops ig_policy_int4 = {
+    /* .version = */ IG_POLICY_API_VERSION,
+    /* .name = */ "int4",
+    /* .summary = */ "every token, stored and moved as group-wise 8/4/2-bit codes (FlexGen)",
+    /* .params = */ int4_params,
+    /* .n_params = */ (int)(sizeof int4_params / sizeof int4_params[0]),
+    /* .state_size = */ sizeof(int4_state),
+    /* .init = */ int4_init,
+    /* .fini = */ int4_fini,
+    /* .capacity = */ int4_capacity,
+    /* .reset_slot = */ NULL,
+    /* .on_prefill = */ NULL,
+    /* .on_append = */ NULL,
+    /* .evict = */ NULL,
+    /* .on_evict = */ NULL,
+    /* .select_ahead = */ NULL,
+    /* .select = */ NULL,
+    /* .on_attention = */ NULL,
+    /* .device_bytes = */ NULL,
+    /* .host_bytes = */ NULL,
+};
