@@ -75,6 +75,9 @@ static ig_status quest_init(void *st, const ig_policy_env *env, const ig_policy_
                             ig_policy_caps *caps, ig_error *err) {
     quest_state *s = st;
     const ig_model_config *c = env->cfg;
+    if (ig_params_is_set(p, "token_budget") && ig_params_is_set(p, "budget_ratio"))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy quest: set token_budget (tokens) or budget_ratio, not both");
     s->page_size = (int)ig_params_num(p, "page_size");
     s->token_budget = (int64_t)ig_params_num(p, "token_budget");
     s->budget_ratio = ig_params_num(p, "budget_ratio");

@@ -43,7 +43,9 @@ static ig_status streaming_init(void *st, const ig_policy_env *env, const ig_pol
                                 ig_policy_caps *caps, ig_error *err) {
     streaming_state *s = st;
     (void)env;
-    (void)err;
+    if (ig_params_is_set(p, "window") && ig_params_is_set(p, "window_ratio"))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy streaming: set window (tokens) or window_ratio, not both");
     s->sinks = (int64_t)ig_params_num(p, "sinks");
     s->window = (int64_t)ig_params_num(p, "window");
     s->window_ratio = ig_params_num(p, "window_ratio");

@@ -528,6 +528,19 @@ static void test_quest_dense_layers(void) {
     rig_close(&r);
 }
 
+/* A budget given both as tokens and as a fraction is refused rather than silently resolved. */
+static void test_budget_given_twice(void) {
+    rig r;
+    const char *s1[] = {"window=8", "window_ratio=0.1"};
+    CU_ASSERT_EQUAL(rig_open(&r, "streaming", s1, 2, 1, 2, 1, 4, 16), -1);
+    const char *s2[] = {"token_budget=8", "budget_ratio=0.1"};
+    CU_ASSERT_EQUAL(rig_open(&r, "quest", s2, 2, 1, 2, 1, 4, 16), -1);
+    const char *s3[] = {"window=8"};
+    CU_ASSERT_EQUAL(rig_open(&r, "streaming", s3, 1, 1, 2, 1, 4, 16), 0);
+    CU_ASSERT_EQUAL(r.ops->capacity(r.st, 0, 1000), 4 + 8);
+    rig_close(&r);
+}
+
 /* ---- through the engine on the tiny fixtures ---- */
 
 #define N_SEQ      3
@@ -915,6 +928,7 @@ void ig_test_register(void) {
     CU_add_test(s, "quest_bound", test_quest_bound);
     CU_add_test(s, "quest_selects_top_pages", test_quest_selects_top_pages);
     CU_add_test(s, "quest_dense_layers", test_quest_dense_layers);
+    CU_add_test(s, "budget_given_twice", test_budget_given_twice);
     CU_pSuite e = CU_add_suite("baselines_engine", suite_init, suite_clean);
     CU_add_test(e, "h2o_engine_evicts_lowest", test_h2o_engine_evicts_lowest);
     CU_add_test(e, "full_budget_sparse_paths", test_full_budget_sparse_paths);
