@@ -46,7 +46,7 @@ static const ig_param_spec h2o_params[] = {
      "heavy hitters kept, a fraction of the current sequence length"},
     {"recent_ratio", IG_PARAM_FLOAT, "0.1", 0, 1, NULL,
      "recent tokens kept, a fraction of the current sequence length (at least the newest)"},
-    {"dense_layers", IG_PARAM_INT, "0", 0, 1 << 20, NULL,
+    {"dense_layers", IG_PARAM_INT, "0", 0, 1024, NULL,
      "layers 0..N-1 keep every token (2: as InfiniGen's artifact runs H2O)"},
 };
 

@@ -29,11 +29,11 @@ typedef struct quest_state {
 
 static const ig_param_spec quest_params[] = {
     {"page_size", IG_PARAM_INT, "16", 1, 1 << 16, NULL, "tokens per page (by position)"},
-    {"token_budget", IG_PARAM_INT, "0", 0, 1 << 30, NULL,
+    {"token_budget", IG_PARAM_INT, "0", 0, 1e8, NULL,
      "tokens selected per KV head and step; 0: budget_ratio of the context"},
     {"budget_ratio", IG_PARAM_FLOAT, "0.2", 0, 1, NULL,
      "token budget as a fraction of the context length (when token_budget=0)"},
-    {"dense_layers", IG_PARAM_INT, "2", 0, 1 << 20, NULL, "layers 0..N-1 attend to every token"},
+    {"dense_layers", IG_PARAM_INT, "2", 0, 1024, NULL, "layers 0..N-1 attend to every token"},
     {"gqa", IG_PARAM_ENUM, "max", 0, 0, "max|sum",
      "page score of a KV head from its query heads' bounds: max or sum"},
 };

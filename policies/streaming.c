@@ -20,8 +20,8 @@ typedef struct streaming_state {
 } streaming_state;
 
 static const ig_param_spec streaming_params[] = {
-    {"sinks", IG_PARAM_INT, "4", 0, 1 << 30, NULL, "first tokens always kept (attention sinks)"},
-    {"window", IG_PARAM_INT, "0", 0, 1 << 30, NULL,
+    {"sinks", IG_PARAM_INT, "4", 0, 1e8, NULL, "first tokens always kept (attention sinks)"},
+    {"window", IG_PARAM_INT, "0", 0, 1e8, NULL,
      "recent tokens kept; 0: window_ratio of the current sequence length"},
     {"window_ratio", IG_PARAM_FLOAT, "0.2", 0, 1, NULL,
      "recent window as a fraction of the current sequence length (when window=0)"},
