@@ -87,14 +87,21 @@ typedef struct ig_selection {
 } ig_selection;
 
 /* Prefill of one layer for one slot: the new tokens' rows (after RoPE), their positions, and, when
- * asked for, the attention each key position received, summed over the call's queries. */
+ * asked for, the attention each key received, summed over the call's queries. The keys of a call
+ * are the slot's existing entries (n_exist of them, in ascending entry order: an earlier chunk of
+ * the prompt, fewer than pos0 if some were evicted) followed by the n_new new rows. on_prefill runs
+ * before the new rows are stored, except for dense policies that never evict and want neither
+ * probabilities nor column sums (there the order cannot matter). */
 typedef struct ig_prefill_view {
     int n_new;           /* tokens in this call */
     int32_t pos0;        /* position of the first new token */
     const float *q;      /* [n_new][n_head][head_dim] */
     const float *k;      /* [n_new][n_kv_head][head_dim] */
     const float *x;      /* [n_new][d_model]: the layer's attention input (after its norm) */
-    const float *colsum; /* [n_head][pos0 + n_new] or NULL; keys 0 .. pos0-1 = selected entries */
+    const float *colsum; /* [n_head][colsum_stride] or NULL: key j < n_exist is the j-th existing
+                        entry, key n_exist + i is new row i */
+    int64_t n_exist;
+    int64_t colsum_stride; /* = n_exist + n_new */
 } ig_prefill_view;
 
 /* Decode attention of one slot at one layer: probabilities over the selected entries followed by
@@ -105,7 +112,8 @@ typedef struct ig_attn_view {
     const int32_t *entries; /* the selection (see ig_selection) */
     const int64_t *n;
     int64_t max_per_head;
-    int32_t new_pos; /* the new token's position; its probability follows the selection */
+    int32_t new_pos;           /* the new token's position; its probability follows the selection */
+    const int32_t *const *pos; /* [n_kv_head]: entry -> token position tables */
 } ig_attn_view;
 
 typedef struct ig_policy_ops {

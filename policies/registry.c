@@ -9,11 +9,12 @@
 
 extern const ig_policy_ops ig_policy_full;
 extern const ig_policy_ops ig_policy_int4;
+extern const ig_policy_ops ig_policy_h2o;
+extern const ig_policy_ops ig_policy_streaming;
+extern const ig_policy_ops ig_policy_quest;
 
 static const ig_policy_ops *const g_policies[] = {
-    &ig_policy_full,
-    &ig_policy_int4,
-    NULL,
+    &ig_policy_full, &ig_policy_h2o, &ig_policy_int4, &ig_policy_streaming, &ig_policy_quest, NULL,
 };
 
 const ig_policy_ops *const *ig_policy_list(void) {

@@ -35,6 +35,7 @@ struct ig_kv_run {
     int L, S, G, H, hd, d;
     int max_new;
     size_t row_bytes;
+    ig_dtype kv_dtype;
     int32_t *sel_e[2];        /* [S][G][cap] selection per layer parity */
     int64_t *sel_n[2];        /* [S][G] */
     unsigned char *sel_ok[2]; /* [S] selection filled for this layer */
@@ -124,6 +125,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->hd = c->head_dim;
     r->d = c->d_model;
     r->max_new = o->max_batch_tokens;
+    r->kv_dtype = o->kv_dtype;
     r->st = ig_calloc(1, ops->state_size ? ops->state_size : 1, err);
     if (!r->st) return IG_ERR_NOMEM;
     ig_policy_env env = {e->model, c, o->max_seqs, o->max_ctx, o->kv_dtype};
@@ -157,7 +159,8 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         if (ops->capacity(r->st, l, o->max_ctx) < o->max_ctx) never_evicts = 0;
     int f32_rows = r->caps.codec.kind == IG_KV_CODEC_F32;
     ig_kv_access acc = o->kv_access;
-    r->contig = r->caps.dense && never_evicts && f32_rows && acc != IG_KV_ACCESS_COPY;
+    r->contig = r->caps.dense && never_evicts && f32_rows && acc != IG_KV_ACCESS_COPY &&
+                !r->caps.wants_probs && !r->caps.wants_prefill_colsum;
     r->inplace = f32_rows && acc != IG_KV_ACCESS_COPY;
     if (acc == IG_KV_ACCESS_INPLACE && !f32_rows)
         return ig_error_set(err, IG_ERR_INVALID_ARG,
@@ -282,8 +285,8 @@ size_t ig_kv_run_row_bytes(const ig_kv_run *r) {
 size_t ig_kv_run_device_bytes(const ig_kv_run *r) {
     /* The working set of one layer being computed plus one being prefetched, for every slot at the
      * policy's capacity, plus the policy's own device metadata. */
-    size_t ws =
-        2 * 2 * (size_t)r->S * (size_t)r->G * (size_t)r->cap * (size_t)r->hd * sizeof(float);
+    size_t elem = ig_dtype_size(r->kv_dtype); /* a GPU run keeps the working set in the KV dtype */
+    size_t ws = 2 * 2 * (size_t)r->S * (size_t)r->G * (size_t)r->cap * (size_t)r->hd * elem;
     return ws + (r->ops->device_bytes ? r->ops->device_bytes(r->st) : 0);
 }
 
@@ -521,9 +524,14 @@ static void prefill_seq(ig_engine *e, int layer, int s) {
             c->head_dim, scale, e->attn_ws, e->attn_ws_floats, e->att + r0 * qd);
         r->stats.attention_s += ig_time_s() - t0;
         if (r->ops->on_prefill) {
-            ig_prefill_view v = {
-                q->n_tokens, e->p0[s], e->q + r0 * qd, e->k + r0 * kvd, e->h + r0 * (size_t)r->d,
-                NULL};
+            ig_prefill_view v = {q->n_tokens,
+                                 e->p0[s],
+                                 e->q + r0 * qd,
+                                 e->k + r0 * kvd,
+                                 e->h + r0 * (size_t)r->d,
+                                 NULL,
+                                 e->p0[s],
+                                 e->p0[s] + q->n_tokens};
             r->ops->on_prefill(r->st, layer, q->slot, &v);
         }
         return;
@@ -568,7 +576,7 @@ static void prefill_seq(ig_engine *e, int layer, int s) {
     if (r->ops->on_prefill) {
         ig_prefill_view v = {
             q->n_tokens, e->p0[s], e->q + r0 * qd, e->k + r0 * kvd, e->h + r0 * (size_t)r->d,
-            colsum};
+            colsum,      n_exist,  stride};
         r->ops->on_prefill(r->st, layer, q->slot, &v);
     }
     store_new(e, layer, s);
@@ -683,7 +691,9 @@ static void decode_seq(ig_engine *e, int layer, int i) {
                             e->att + row * qd);
     r->stats.attention_s += ig_time_s() - t0;
     if (probs && r->ops->on_attention) {
-        ig_attn_view v = {probs, r->probs_stride, sel.entries, sel.n, r->cap, e->p0[s]};
+        const int32_t *pos[64];
+        for (int g = 0; g < r->G; g++) pos[g] = ig_kv_home_pos(r->home, layer, slot, g);
+        ig_attn_view v = {probs, r->probs_stride, sel.entries, sel.n, r->cap, e->p0[s], pos};
         r->ops->on_attention(r->st, layer, slot, &v);
     }
     if (r->shadow_k) measure_recall(e, layer, s, &sel);

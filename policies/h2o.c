@@ -1,0 +1,335 @@
+/* h2o: Heavy-Hitter Oracle (Zhang et al., NeurIPS 2023). Per (layer, slot, KV head) the cache keeps
+ * the tokens that have received the most attention so far (heavy hitters) plus the most recent
+ * tokens, and evicts the others for good. This file only scores entries and names victims: the core
+ * releases them and stores the new rows; it never reads or moves KV bytes.
+ *
+ * Budgets are fractions of the CURRENT sequence length n (the convention of InfiniGen's max_fetch,
+ * so "20%" means the same for both): a layer keeps floor(heavy_ratio * n) heavy hitters plus
+ * max(1, floor(recent_ratio * n)) recent tokens. The score of a token is the softmax probability it
+ * received, summed over queries and steps and, under GQA, over the query heads that share its KV
+ * head. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "policies/baselines.h"
+#include "policies/policy.h"
+
+typedef struct h2o_cand {
+    float score;
+    int32_t pos;
+    int32_t entry;
+    int recent;
+} h2o_cand;
+
+typedef struct h2o_state {
+    double heavy_ratio, recent_ratio;
+    int dense_layers;
+    int L, S, G, H, hd, group, max_ctx;
+    int64_t cap; /* entries per (layer, slot, KV head) table: capacity(max_ctx) at most */
+    float scale;
+    float *score;  /* [L][S][G][cap] heavy_hitter_score of the token held by each entry */
+    int32_t *epos; /* [L][S][G][cap] position held by each entry, -1 when free */
+    /* Scores of rows about to be stored (a prompt before its rows are written, or the decode
+     * token's own probability): on_append moves them onto the entries. */
+    float *stage; /* [G][max_ctx] */
+    int stage_layer, stage_slot, stage_n;
+    int32_t stage_pos0;
+    float *colsum_ws; /* [H][max_ctx]: prompt column sums when the core does not provide them */
+    float *row_ws;    /* [H][max_ctx]: one query's probabilities, per head */
+    h2o_cand *cand;   /* [cap] */
+} h2o_state;
+
+static const ig_param_spec h2o_params[] = {
+    {"heavy_ratio", IG_PARAM_FLOAT, "0.1", 0, 1, NULL,
+     "heavy hitters kept, a fraction of the current sequence length"},
+    {"recent_ratio", IG_PARAM_FLOAT, "0.1", 0, 1, NULL,
+     "recent tokens kept, a fraction of the current sequence length (at least the newest)"},
+    {"dense_layers", IG_PARAM_INT, "0", 0, 1024, NULL,
+     "layers 0..N-1 keep every token (2: as InfiniGen's artifact runs H2O)"},
+};
+
+static int64_t recent_tokens(const h2o_state *s, int64_t n) {
+    int64_t r = ig_budget_tokens(s->recent_ratio, n);
+    return r < 1 ? 1 : r;
+}
+
+static int64_t h2o_capacity(const void *st, int layer, int64_t n_tokens) {
+    const h2o_state *s = st;
+    if (layer < s->dense_layers) return n_tokens;
+    int64_t c = ig_budget_tokens(s->heavy_ratio, n_tokens) + recent_tokens(s, n_tokens);
+    return c < n_tokens ? c : n_tokens;
+}
+
+static size_t table_of(const h2o_state *s, int layer, int slot, int head) {
+    return (((size_t)layer * (size_t)s->S + (size_t)slot) * (size_t)s->G + (size_t)head) *
+           (size_t)s->cap;
+}
+
+static void h2o_fini(void *st) {
+    h2o_state *s = st;
+    free(s->score);
+    free(s->epos);
+    free(s->stage);
+    free(s->colsum_ws);
+    free(s->row_ws);
+    free(s->cand);
+    memset(s, 0, sizeof *s);
+}
+
+static ig_status h2o_init(void *st, const ig_policy_env *env, const ig_policy_params *p,
+                          ig_policy_caps *caps, ig_error *err) {
+    h2o_state *s = st;
+    const ig_model_config *c = env->cfg;
+    s->heavy_ratio = ig_params_num(p, "heavy_ratio");
+    s->recent_ratio = ig_params_num(p, "recent_ratio");
+    s->dense_layers = (int)ig_params_num(p, "dense_layers");
+    s->L = c->n_layer;
+    s->S = env->n_slots;
+    s->G = c->n_kv_head;
+    s->H = c->n_head;
+    s->hd = c->head_dim;
+    s->group = c->n_head / c->n_kv_head;
+    s->max_ctx = env->max_ctx;
+    s->scale = 1.0f / sqrtf((float)c->head_dim);
+    /* The same bound as the core's entry tables: the largest capacity over layers. */
+    s->cap = 1;
+    for (int l = 0; l < s->L; l++) {
+        int64_t cl = h2o_capacity(s, l, env->max_ctx);
+        if (cl > s->cap) s->cap = cl;
+    }
+    if (s->cap > env->max_ctx) s->cap = env->max_ctx;
+    size_t tables = (size_t)s->L * (size_t)s->S * (size_t)s->G, n = tables * (size_t)s->cap;
+    size_t ctx = (size_t)env->max_ctx;
+    s->score = ig_calloc(n, sizeof(float), err);
+    s->epos = ig_malloc(n * sizeof(int32_t), err);
+    s->stage = ig_calloc((size_t)s->G * ctx, sizeof(float), err);
+    s->colsum_ws = ig_calloc((size_t)s->H * ctx, sizeof(float), err);
+    s->row_ws = ig_calloc((size_t)s->H * ctx, sizeof(float), err);
+    s->cand = ig_calloc((size_t)s->cap, sizeof(h2o_cand), err);
+    if (!s->score || !s->epos || !s->stage || !s->colsum_ws || !s->row_ws || !s->cand) {
+        h2o_fini(s);
+        return IG_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) s->epos[i] = -1;
+    s->stage_n = 0;
+    caps->dense = 1;
+    caps->wants_probs = 1;
+    caps->wants_prefill_colsum = 1;
+    return IG_OK;
+}
+
+static void h2o_reset_slot(void *st, int slot) {
+    h2o_state *s = st;
+    for (int l = 0; l < s->L; l++)
+        for (int g = 0; g < s->G; g++) {
+            size_t t = table_of(s, l, slot, g);
+            memset(s->score + t, 0, (size_t)s->cap * sizeof(float));
+            for (int64_t e = 0; e < s->cap; e++) s->epos[t + (size_t)e] = -1;
+        }
+    if (s->stage_slot == slot) s->stage_n = 0;
+}
+
+/* Column sums of causal softmax attention among the call's own rows, per query head: what the
+ * core's colsum holds when there is no earlier chunk. Keys of an earlier chunk are not available
+ * to a policy, so a later chunk's queries only count within the chunk (documented limitation). */
+static void prompt_colsum(h2o_state *s, const ig_prefill_view *v) {
+    int n = v->n_new, H = s->H, G = s->G, hd = s->hd, group = s->group;
+    size_t ctx = (size_t)s->max_ctx;
+    int nt = ig_cpu_get_threads();
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int h = 0; h < H; h++) {
+        int g = h / group;
+        float *cs = s->colsum_ws + (size_t)h * ctx, *row = s->row_ws + (size_t)h * ctx;
+        memset(cs, 0, (size_t)n * sizeof(float));
+        for (int i = 0; i < n; i++) {
+            const float *qi = v->q + ((size_t)i * (size_t)H + (size_t)h) * (size_t)hd;
+            float m = -INFINITY;
+            for (int j = 0; j <= i; j++) {
+                const float *kj = v->k + ((size_t)j * (size_t)G + (size_t)g) * (size_t)hd;
+                float d = 0;
+                for (int t = 0; t < hd; t++) d += qi[t] * kj[t];
+                row[j] = d * s->scale;
+                if (row[j] > m) m = row[j];
+            }
+            float sum = 0;
+            for (int j = 0; j <= i; j++) {
+                row[j] = expf(row[j] - m);
+                sum += row[j];
+            }
+            float inv = 1.0f / sum;
+            for (int j = 0; j <= i; j++) cs[j] += row[j] * inv;
+        }
+    }
+}
+
+static void h2o_on_prefill(void *st, int layer, int slot, const ig_prefill_view *v) {
+    h2o_state *s = st;
+    if (layer < s->dense_layers || v->n_new <= 0) return; /* dense layers never evict */
+    size_t ctx = (size_t)s->max_ctx;
+    int n = v->n_new;
+    s->stage_layer = layer;
+    s->stage_slot = slot;
+    s->stage_pos0 = v->pos0;
+    s->stage_n = n;
+    memset(s->stage, 0, (size_t)s->G * ctx * sizeof(float));
+    if (v->colsum) {
+        /* [n_head][colsum_stride]: keys 0 .. n_exist-1 are the existing entries in ascending
+         * entry order (the core's prefill table), then the new rows. */
+        size_t stride = (size_t)v->colsum_stride;
+        for (int g = 0; g < s->G; g++) {
+            size_t t = table_of(s, layer, slot, g);
+            int64_t j = 0;
+            for (int64_t e = 0; e < s->cap && j < v->n_exist; e++)
+                if (s->epos[t + (size_t)e] >= 0) {
+                    for (int hh = 0; hh < s->group; hh++)
+                        s->score[t + (size_t)e] +=
+                            v->colsum[(size_t)(g * s->group + hh) * stride + (size_t)j];
+                    j++;
+                }
+            for (int i = 0; i < n; i++)
+                for (int hh = 0; hh < s->group; hh++)
+                    s->stage[(size_t)g * ctx + (size_t)i] +=
+                        v->colsum[(size_t)(g * s->group + hh) * stride + (size_t)v->n_exist +
+                                  (size_t)i];
+        }
+    } else {
+        prompt_colsum(s, v);
+        for (int g = 0; g < s->G; g++)
+            for (int hh = 0; hh < s->group; hh++) {
+                const float *cs = s->colsum_ws + (size_t)(g * s->group + hh) * ctx;
+                for (int i = 0; i < n; i++) s->stage[(size_t)g * ctx + (size_t)i] += cs[i];
+            }
+    }
+    /* Rows the core stored before calling us (a dense run that never evicts) take their scores
+     * now; otherwise on_append picks them up from the stage. */
+    for (int g = 0; g < s->G; g++) {
+        size_t t = table_of(s, layer, slot, g);
+        for (int64_t e = 0; e < s->cap; e++) {
+            int32_t p = s->epos[t + (size_t)e];
+            if (p >= v->pos0 && p < v->pos0 + n)
+                s->score[t + (size_t)e] += s->stage[(size_t)g * ctx + (size_t)(p - v->pos0)];
+        }
+    }
+}
+
+static void h2o_on_append(void *st, int layer, int slot, int head, int64_t e, int32_t pos,
+                          const float *k, const float *v) {
+    h2o_state *s = st;
+    (void)k;
+    (void)v;
+    IG_ASSERT(e >= 0 && e < s->cap);
+    size_t t = table_of(s, layer, slot, head) + (size_t)e;
+    s->epos[t] = pos;
+    s->score[t] = 0;
+    if (s->stage_n > 0 && s->stage_layer == layer && s->stage_slot == slot &&
+        pos >= s->stage_pos0 && pos < s->stage_pos0 + s->stage_n)
+        s->score[t] = s->stage[(size_t)head * (size_t)s->max_ctx + (size_t)(pos - s->stage_pos0)];
+}
+
+static void h2o_on_evict(void *st, int layer, int slot, int head, int64_t e) {
+    h2o_state *s = st;
+    IG_ASSERT(e >= 0 && e < s->cap);
+    size_t t = table_of(s, layer, slot, head) + (size_t)e;
+    s->epos[t] = -1;
+    s->score[t] = 0;
+}
+
+static void h2o_on_attention(void *st, int layer, int slot, const ig_attn_view *v) {
+    h2o_state *s = st;
+    if (layer < s->dense_layers) return;
+    size_t ctx = (size_t)s->max_ctx;
+    for (int g = 0; g < s->G; g++) s->stage[(size_t)g * ctx] = 0;
+    for (int h = 0; h < s->H; h++) {
+        int g = h / s->group;
+        const float *p = v->probs + (size_t)h * (size_t)v->stride;
+        const int32_t *ent = v->entries + (size_t)g * (size_t)v->max_per_head;
+        float *sc = s->score + table_of(s, layer, slot, g);
+        int64_t n = v->n[g];
+        for (int64_t j = 0; j < n; j++) sc[ent[j]] += p[j];
+        s->stage[(size_t)g * ctx] += p[n]; /* the new token, stored right after this call */
+    }
+    s->stage_layer = layer;
+    s->stage_slot = slot;
+    s->stage_pos0 = v->new_pos;
+    s->stage_n = 1;
+}
+
+/* Victims first: non-recent before recent (the latter only if the window alone overflows, which
+ * the capacity rule prevents), lowest score first, then oldest. */
+static int cand_cmp(const void *a, const void *b) {
+    const h2o_cand *x = a, *y = b;
+    if (x->recent != y->recent) return x->recent - y->recent;
+    if (!x->recent && x->score != y->score) return x->score < y->score ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int h2o_evict(void *st, int layer, int slot, int head, const ig_entries_view *ev,
+                     int n_victims, int32_t *victims) {
+    h2o_state *s = st;
+    const float *sc = s->score + table_of(s, layer, slot, head);
+    int64_t boundary = ev->n_tokens - recent_tokens(s, ev->n_tokens);
+    if (n_victims == 1) { /* the common case: one linear scan */
+        int64_t best = -1;
+        for (int64_t e = 0; e < ev->high_water; e++) {
+            int32_t p = ev->pos[e];
+            if (p < 0 || p >= boundary) continue;
+            if (best < 0 || sc[e] < sc[best] || (sc[e] == sc[best] && p < ev->pos[best])) best = e;
+        }
+        if (best >= 0) {
+            victims[0] = (int32_t)best;
+            return 1;
+        }
+    }
+    int64_t nc = 0;
+    for (int64_t e = 0; e < ev->high_water; e++) {
+        int32_t p = ev->pos[e];
+        if (p < 0) continue;
+        IG_ASSERT(nc < s->cap);
+        s->cand[nc++] = (h2o_cand){sc[e], p, (int32_t)e, p >= boundary};
+    }
+    qsort(s->cand, (size_t)nc, sizeof *s->cand, cand_cmp);
+    int got = 0;
+    for (; got < n_victims && got < nc; got++) victims[got] = s->cand[got].entry;
+    return got;
+}
+
+static size_t h2o_device_bytes(const void *st) {
+    /* A GPU run keeps one float score per resident entry. */
+    const h2o_state *s = st;
+    size_t n = 0;
+    for (int l = s->dense_layers; l < s->L; l++) {
+        int64_t c = h2o_capacity(s, l, s->max_ctx);
+        n += (size_t)(c < s->cap ? c : s->cap);
+    }
+    return n * (size_t)s->S * (size_t)s->G * sizeof(float);
+}
+
+float ig_h2o_entry_score(const void *st, int layer, int slot, int head, int64_t e) {
+    const h2o_state *s = st;
+    IG_ASSERT(e >= 0 && e < s->cap);
+    return s->score[table_of(s, layer, slot, head) + (size_t)e];
+}
+
+const ig_policy_ops ig_policy_h2o = {
+    /* .version = */ IG_POLICY_API_VERSION,
+    /* .name = */ "h2o",
+    /* .summary = */ "heavy hitters by accumulated attention + recent window, permanent eviction",
+    /* .params = */ h2o_params,
+    /* .n_params = */ (int)(sizeof h2o_params / sizeof h2o_params[0]),
+    /* .state_size = */ sizeof(h2o_state),
+    /* .init = */ h2o_init,
+    /* .fini = */ h2o_fini,
+    /* .capacity = */ h2o_capacity,
+    /* .reset_slot = */ h2o_reset_slot,
+    /* .on_prefill = */ h2o_on_prefill,
+    /* .on_append = */ h2o_on_append,
+    /* .evict = */ h2o_evict,
+    /* .on_evict = */ h2o_on_evict,
+    /* .select_ahead = */ NULL,
+    /* .select = */ NULL,
+    /* .on_attention = */ h2o_on_attention,
+    /* .device_bytes = */ h2o_device_bytes,
+    /* .host_bytes = */ NULL,
+};
