@@ -8,9 +8,11 @@
 #include "policies/policy.h"
 
 extern const ig_policy_ops ig_policy_full;
+extern const ig_policy_ops ig_policy_infinigen;
 
 static const ig_policy_ops *const g_policies[] = {
     &ig_policy_full,
+    &ig_policy_infinigen,
     NULL,
 };
 

@@ -13,6 +13,7 @@ static const struct {
     {"ppl", ig_cmd_ppl, "perplexity of a model on a text file"},
     {"info", ig_cmd_info, "print a model's configuration and memory use"},
     {"policies", ig_cmd_policies, "list the KV-cache policies and their parameters"},
+    {"calibrate", ig_cmd_calibrate, "InfiniGen's offline skewing: write a skew file for a model"},
 };
 
 static const char *command_list(void) {
