@@ -96,6 +96,18 @@ void ig_cpu_attention_rows(const float *q, const float *const *k_rows, const flo
                            int hd, float scale, float *ws, size_t ws_floats, float *probs_out,
                            float *out);
 
+/* Partial attention scores, for policies that rank cached tokens with a few key columns
+ * (InfiniGen's partial key cache): keys column-major, keys[j * ld + e] = column j of entry e, f32
+ * or f16; query rows q[h * ldq + j], 1 <= nq <= 16. For e < n, h < nq:
+ *   out[h * ldo + e] = sum_{j < kc} q[h][j] * keys[j][e]
+ *   col_max[e] = max over h of out[h][e] (if col_max is not NULL); row_max[h] = max over e.
+ * One pass over the keys; single-threaded (callers parallelise over tables). */
+void ig_cpu_partial_scores(const void *keys, ig_dtype kt, int64_t ld, int kc, int64_t n,
+                           const float *q, int64_t ldq, int nq, float *out, int64_t ldo,
+                           float *col_max, float *row_max);
+/* Elements of x[0..n) strictly greater than thr. */
+int64_t ig_cpu_count_greater(const float *x, int64_t n, float thr);
+
 /* Sampling. A seeded xoshiro256** generator: same seed, same tokens, on every machine. */
 typedef struct ig_rng {
     uint64_t s[4];

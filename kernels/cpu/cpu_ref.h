@@ -34,6 +34,10 @@ void ig_ref_attention(const float *q, int64_t n_q, int64_t p0, const float *k, c
 void ig_ref_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows,
                            const int64_t *n_rows, int64_t max_rows, int n_head, int n_kv_head,
                            int hd, float scale, float *probs_out, float *out);
+/* Partial scores accumulated in double (same layout as ig_cpu_partial_scores). */
+void ig_ref_partial_scores(const void *keys, ig_dtype kt, int64_t ld, int kc, int64_t n,
+                           const float *q, int64_t ldq, int nq, float *out, int64_t ldo,
+                           float *col_max, float *row_max);
 int32_t ig_ref_sample_argmax(const float *logits, int64_t n);
 /* Same rule and the same single draw as ig_sample, by sorting the whole vocabulary. */
 int32_t ig_ref_sample(const float *logits, int64_t n, float temperature, float top_p, ig_rng *rng);
