@@ -72,11 +72,19 @@ static float kth_largest(float *x, int64_t n, int64_t k) {
     return x[want];
 }
 
+/* Monotone map of floats to unsigned keys (larger float, larger key). */
+static inline uint32_t order_key(float f) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+}
+
+#define TOPN_BUCKET_SHIFT 21 /* 2048 buckets: sign, exponent and 2 mantissa bits */
+
 int64_t ig_infinigen_top_n(const float *score, const int32_t *pos, int64_t hw, int64_t n,
                            int32_t *out, float *tmp) {
     int64_t m = 0;
-    for (int64_t e = 0; e < hw; e++)
-        if (!pos || pos[e] >= 0) tmp[m++] = isnan(score[e]) ? -INFINITY : score[e];
+    for (int64_t e = 0; e < hw; e++) m += !pos || pos[e] >= 0;
     if (n <= 0 || m == 0) return 0;
     if (n >= m) { /* every entry in use */
         int64_t w = 0;
@@ -84,22 +92,71 @@ int64_t ig_infinigen_top_n(const float *score, const int32_t *pos, int64_t hw, i
             if (!pos || pos[e] >= 0) out[w++] = (int32_t)e;
         return w;
     }
-    float kth = kth_largest(tmp, m, n);
+    float kth;
+    if (m <= 512) { /* small: quickselect on a copy */
+        int64_t c = 0;
+        for (int64_t e = 0; e < hw; e++)
+            if (!pos || pos[e] >= 0) tmp[c++] = isnan(score[e]) ? -INFINITY : score[e];
+        kth = kth_largest(tmp, m, n);
+    } else {
+        /* histogram of the keys' top bits, then quickselect inside the boundary bucket only */
+        uint32_t hist[1u << (32 - TOPN_BUCKET_SHIFT)];
+        memset(hist, 0, sizeof hist);
+        for (int64_t e = 0; e < hw; e++)
+            if (!pos || pos[e] >= 0)
+                hist[order_key(isnan(score[e]) ? -INFINITY : score[e]) >> TOPN_BUCKET_SHIFT]++;
+        int64_t above = 0;
+        uint32_t b = (1u << (32 - TOPN_BUCKET_SHIFT)) - 1;
+        while (above + hist[b] < n) above += hist[b--];
+        int64_t c = 0;
+        for (int64_t e = 0; e < hw; e++) {
+            if (pos && pos[e] < 0) continue;
+            float v = isnan(score[e]) ? -INFINITY : score[e];
+            if (order_key(v) >> TOPN_BUCKET_SHIFT == b) tmp[c++] = v;
+        }
+        kth = kth_largest(tmp, c, n - above);
+    }
     int64_t above = 0;
     for (int64_t e = 0; e < hw; e++)
         if ((!pos || pos[e] >= 0) && score[e] > kth) above++;
     int64_t ties = n - above, w = 0; /* entries equal to the k-th value, lowest indices first */
     for (int64_t e = 0; e < hw && w < n; e++) {
         if (pos && pos[e] < 0) continue;
-        float s = isnan(score[e]) ? -INFINITY : score[e];
-        if (s > kth)
+        float v = isnan(score[e]) ? -INFINITY : score[e];
+        if (v > kth)
             out[w++] = (int32_t)e;
-        else if (s == kth && ties > 0) {
+        else if (v == kth && ties > 0) {
             out[w++] = (int32_t)e;
             ties--;
         }
     }
     return w;
+}
+
+/* Histogram select, then one branchless pass keeping scores >= the n-th; ties at the n-th score
+ * (rare) and small tables take the general path. */
+int64_t ig_infinigen_top_n_scored(const float *score, const int32_t *pos, int64_t hw, int64_t n,
+                                  int32_t *out, float *tmp) {
+    if (hw <= 512 || n <= 0) return ig_infinigen_top_n(score, pos, hw, n, out, tmp);
+    uint32_t hist[1u << (32 - TOPN_BUCKET_SHIFT)];
+    memset(hist, 0, sizeof hist);
+    for (int64_t e = 0; e < hw; e++) hist[order_key(score[e]) >> TOPN_BUCKET_SHIFT]++;
+    int64_t above = 0;
+    uint32_t b = (1u << (32 - TOPN_BUCKET_SHIFT)) - 1;
+    while (above + hist[b] < n) above += hist[b--];
+    int64_t c = 0;
+    for (int64_t e = 0; e < hw; e++) {
+        tmp[c] = score[e];
+        c += order_key(score[e]) >> TOPN_BUCKET_SHIFT == b;
+    }
+    float kth = kth_largest(tmp, c, n - above);
+    if (kth == -INFINITY) return ig_infinigen_top_n(score, pos, hw, n, out, tmp);
+    int64_t w = 0;
+    for (int64_t e = 0; e < hw; e++) {
+        out[w] = (int32_t)e;
+        w += score[e] >= kth;
+    }
+    return w == n ? w : ig_infinigen_top_n(score, pos, hw, n, out, tmp);
 }
 
 int ig_infinigen_pool_victims(ig_pool_evict rule, const ig_entries_view *ev,
@@ -158,6 +215,8 @@ static const ig_param_spec g_params[] = {
      "token, the other layers share the rest"},
     {"pool_evict", IG_PARAM_ENUM, "counter", 0, 0, "fifo|lru|counter",
      "pool eviction: oldest, least recently selected or least often selected (older half)"},
+    {"partial_dtype", IG_PARAM_ENUM, "f16", 0, 0, "f16|f32",
+     "storage of the partial key cache (f16: half the bytes to stream, as a GPU run keeps it)"},
     {"count_scope", IG_PARAM_ENUM, "batch", 0, 0, "batch|sequence",
      "the fetch count is shared over the heads and the batch (artifact) or per sequence"},
 };
@@ -187,9 +246,11 @@ typedef struct ig_state {
     int32_t *ncols;       /* [Ls][S][G] */
     int32_t *cols;        /* [Ls][S][G][kmax], ascending */
     float *acols;         /* [Ls][S][G][kmax][hd]: the chosen columns of A, transposed */
-    float *pkc;           /* partial key cache [Ls][S][G][kmax][C], by entry */
-    int32_t *sel_count;   /* pool: [Ls][S][G][C] by position */
-    int32_t *last_sel;    /* pool: [Ls][S][G][C], 1 + sequence length at the last selection */
+    void *pkc;            /* partial key cache [Ls][S][G][kmax][C], by entry, f16 or f32 */
+    ig_dtype pk_type;
+    size_t pk_size;
+    int32_t *sel_count; /* pool: [Ls][S][G][C] by position */
+    int32_t *last_sel;  /* pool: [Ls][S][G][C], 1 + sequence length at the last selection */
     /* scratch (sized at init; hooks never allocate) */
     float *qfull;        /* [S][H*hd] */
     float *xaug;         /* [S][d+1] */
@@ -197,6 +258,7 @@ typedef struct ig_state {
     float *pq;           /* [S][H][kmax] partial queries */
     float *mscore;       /* [S][G][C] group-max partial score per entry */
     float *hscore;       /* [threads][group][C] */
+    float *hmax;         /* [threads][group] */
     float *tmp;          /* [threads][C] */
     double *frac;        /* [S][H] count / entries in use */
     int64_t *nsel;       /* [S][G] */
@@ -235,6 +297,7 @@ static void free_state(ig_state *s) {
     free(s->pq);
     free(s->mscore);
     free(s->hscore);
+    free(s->hmax);
     free(s->tmp);
     free(s->frac);
     free(s->nsel);
@@ -327,6 +390,8 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
                : !strcmp(ev, "lru") ? IG_POOL_LRU
                                     : IG_POOL_COUNTER;
     s->scope = !strcmp(ig_params_str(p, "count_scope"), "batch") ? SCOPE_BATCH : SCOPE_SEQUENCE;
+    s->pk_type = !strcmp(ig_params_str(p, "partial_dtype"), "f16") ? IG_DTYPE_F16 : IG_DTYPE_F32;
+    s->pk_size = ig_dtype_size(s->pk_type);
     s->threads = ig_cpu_get_threads();
     if (s->threads < 1) s->threads = 1;
 
@@ -373,13 +438,14 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     s->ncols = ig_calloc(Ls * S * G, sizeof(int32_t), err);
     s->cols = ig_calloc(Ls * S * G * km, sizeof(int32_t), err);
     s->acols = ig_calloc(Ls * S * G * km * hd, sizeof(float), err);
-    s->pkc = ig_aligned_alloc(Ls * S * G * km * C * sizeof(float), err);
+    s->pkc = ig_aligned_alloc(Ls * S * G * km * C * s->pk_size, err);
     s->qfull = ig_aligned_alloc(S * H * hd * sizeof(float), err);
     s->xaug = ig_malloc(S * ((size_t)s->d + 1) * sizeof(float), err);
     s->qpos = ig_calloc(S, sizeof(int32_t), err);
     s->pq = ig_calloc(S * H * km, sizeof(float), err);
     s->mscore = ig_aligned_alloc(S * G * C * sizeof(float), err);
     s->hscore = ig_aligned_alloc(T * (size_t)s->group * C * sizeof(float), err);
+    s->hmax = ig_malloc(T * (size_t)s->group * sizeof(float), err);
     s->tmp = ig_malloc(T * C * sizeof(float), err);
     s->frac = ig_calloc(S * H, sizeof(double), err);
     s->nsel = ig_calloc(S * G, sizeof(int64_t), err);
@@ -387,8 +453,8 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     s->mark = ig_calloc(C, 1, err);
     rc = IG_ERR_NOMEM;
     if (!s->ready || !s->ncols || !s->cols || !s->acols || !s->pkc || !s->qfull || !s->xaug ||
-        !s->qpos || !s->pq || !s->mscore || !s->hscore || !s->tmp || !s->frac || !s->nsel ||
-        !s->rows || !s->mark)
+        !s->qpos || !s->pq || !s->mscore || !s->hscore || !s->hmax || !s->tmp || !s->frac ||
+        !s->nsel || !s->rows || !s->mark)
         goto fail;
     if (pool_on(s)) {
         s->sel_count = ig_calloc(Ls * S * G * C, sizeof(int32_t), err);
@@ -512,50 +578,35 @@ static void default_index(ig_state *s, int ls, int slot) {
 
 /* ---- scoring ---- */
 
-/* Partial scores of the group's query heads (pq: [group][kmax]) over entries 0..hw-1 of one KV
- * head's partial key cache, one pass over the cache in blocks that stay in L1. */
-static void partial_scores(const ig_state *s, const float *pk, int nc, const float *pq, int64_t hw,
-                           float *hs) {
-    const int64_t B = 256;
-    size_t C = (size_t)s->C;
-    for (int64_t e0 = 0; e0 < hw; e0 += B) {
-        int64_t e1 = e0 + B < hw ? e0 + B : hw;
-        for (int hh = 0; hh < s->group; hh++) {
-            float *restrict out = hs + (size_t)hh * C;
-            const float *q = pq + (size_t)hh * (size_t)s->kmax;
-            for (int64_t e = e0; e < e1; e++) out[e] = 0;
-            for (int j = 0; j < nc; j++) {
-                const float *restrict row = pk + (size_t)j * C;
-                float a = q[j];
-                for (int64_t e = e0; e < e1; e++) out[e] += a * row[e];
+/* Scores of (slot, KV head g): one pass over the partial key cache for the group's query heads
+ * (pq: [group][kmax]); per query head the threshold count as a fraction of the entries in use;
+ * ms[e] = the group's max partial score (-inf for free entries). */
+static void score_head(ig_state *s, int ls, int slot, int g, const ig_entries_view *ev,
+                       const float *pq_slot, float *hs, float *hmax, double *frac, float *ms) {
+    size_t i = lsg(s, ls, slot, g), C = (size_t)s->C;
+    int64_t hw = ev->high_water;
+    const char *pk = (const char *)s->pkc + i * (size_t)s->kmax * C * s->pk_size;
+    ig_cpu_partial_scores(pk, s->pk_type, s->C, s->ncols[i], hw,
+                          pq_slot + (size_t)g * (size_t)s->group * (size_t)s->kmax, s->kmax,
+                          s->group, hs, s->C, ms, hmax);
+    if (ev->n_used < hw) { /* a pool freed entries: mask them, then the maxima of the rest */
+        for (int hh = 0; hh < s->group; hh++) hmax[hh] = -INFINITY;
+        for (int64_t e = 0; e < hw; e++) {
+            if (ev->pos[e] < 0) {
+                ms[e] = -INFINITY;
+                for (int hh = 0; hh < s->group; hh++) hs[(size_t)hh * C + (size_t)e] = -INFINITY;
+            } else {
+                for (int hh = 0; hh < s->group; hh++)
+                    if (hs[(size_t)hh * C + (size_t)e] > hmax[hh])
+                        hmax[hh] = hs[(size_t)hh * C + (size_t)e];
             }
         }
     }
-}
-
-/* Scores of (slot i, KV head g): per query head the threshold count as a fraction of the entries
- * in use, and the group-max score per entry (-inf for free entries). */
-static void score_head(ig_state *s, int ls, int slot, int g, const ig_entries_view *ev,
-                       const float *pq_slot, float *hs, double *frac, float *ms) {
-    size_t i = lsg(s, ls, slot, g);
-    int nc = s->ncols[i];
-    int64_t hw = ev->high_water;
-    const float *pk = s->pkc + i * (size_t)s->kmax * (size_t)s->C;
-    partial_scores(s, pk, nc, pq_slot + (size_t)g * (size_t)s->group * (size_t)s->kmax, hw, hs);
     for (int hh = 0; hh < s->group; hh++) {
-        float mx;
-        int64_t c =
-            ig_infinigen_count_above(hs + (size_t)hh * (size_t)s->C, ev->pos, hw, s->alpha, &mx);
+        int64_t c = hmax[hh] == -INFINITY
+                        ? 0
+                        : ig_cpu_count_greater(hs + (size_t)hh * C, hw, hmax[hh] - s->alpha);
         frac[g * s->group + hh] = ev->n_used > 0 ? (double)c / (double)ev->n_used : 0;
-    }
-    for (int64_t e = 0; e < hw; e++) {
-        float m = -INFINITY;
-        if (ev->pos[e] >= 0)
-            for (int hh = 0; hh < s->group; hh++) {
-                float v = hs[(size_t)hh * (size_t)s->C + (size_t)e];
-                if (v > m) m = v;
-            }
-        ms[e] = m;
     }
 }
 
@@ -619,43 +670,48 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
         }
     }
 
-    /* 2. partial scores, threshold counts and group-max scores per (slot, KV head) */
+    /* 2-4 in one parallel region: scores per (slot, KV head), the shared count, top-n */
     int tasks = n * G;
     int nt = s->threads < tasks ? s->threads : tasks;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-    for (int t = 0; t < tasks; t++) {
-        int i = t / G, g = t % G, me = omp_get_thread_num();
-        score_head(s, ls, slots[i], g, &ev[t], s->pq + (size_t)i * (size_t)H * (size_t)km,
-                   s->hscore + (size_t)me * (size_t)s->group * (size_t)s->C,
-                   s->frac + (size_t)i * (size_t)H, s->mscore + (size_t)t * (size_t)s->C);
-    }
-
-    /* 3. the shared count */
-    double all = 0;
-    for (int i = 0; i < n * H; i++) all += s->frac[i];
-    for (int i = 0; i < n; i++) {
-        double mean = all / (double)(n * H);
-        if (s->scope == SCOPE_SEQUENCE) {
-            mean = 0;
-            for (int h = 0; h < H; h++) mean += s->frac[(size_t)i * (size_t)H + (size_t)h];
-            mean /= H;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int me = omp_get_thread_num();
+        float *hs = s->hscore + (size_t)me * (size_t)s->group * (size_t)s->C;
+        float *hmax = s->hmax + (size_t)me * (size_t)s->group;
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < tasks; t++) {
+            int i = t / G, g = t % G;
+            score_head(s, ls, slots[i], g, &ev[t], s->pq + (size_t)i * (size_t)H * (size_t)km, hs,
+                       hmax, s->frac + (size_t)i * (size_t)H, s->mscore + (size_t)t * (size_t)s->C);
         }
-        for (int g = 0; g < G; g++) {
-            const ig_entries_view *v = &ev[(size_t)i * (size_t)G + (size_t)g];
-            s->nsel[(size_t)i * (size_t)G + (size_t)g] =
-                ig_infinigen_fetch_count(mean, v->n_used, v->n_tokens, s->max_fetch);
+#pragma omp single
+        {
+            /* the fetch count: the mean over query heads (and the batch) of count / entries */
+            double all = 0;
+            for (int i = 0; i < n * H; i++) all += s->frac[i];
+            for (int i = 0; i < n; i++) {
+                double mean = all / (double)(n * H);
+                if (s->scope == SCOPE_SEQUENCE) {
+                    mean = 0;
+                    for (int h = 0; h < H; h++) mean += s->frac[(size_t)i * (size_t)H + (size_t)h];
+                    mean /= H;
+                }
+                for (int g = 0; g < G; g++) {
+                    const ig_entries_view *v = &ev[(size_t)i * (size_t)G + (size_t)g];
+                    s->nsel[(size_t)i * (size_t)G + (size_t)g] =
+                        ig_infinigen_fetch_count(mean, v->n_used, v->n_tokens, s->max_fetch);
+                }
+            }
         }
-    }
-
-    /* 4. top-n per KV head by the group's max partial score */
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-    for (int t = 0; t < tasks; t++) {
-        int i = t / G, g = t % G, me = omp_get_thread_num();
-        const ig_entries_view *v = &ev[t];
-        out[i].n[g] =
-            ig_infinigen_top_n(s->mscore + (size_t)t * (size_t)s->C, v->pos, v->high_water,
-                               s->nsel[t], out[i].entries + (size_t)g * (size_t)out[i].max_per_head,
-                               s->tmp + (size_t)me * (size_t)s->C);
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < tasks; t++) {
+            int i = t / G, g = t % G;
+            const ig_entries_view *v = &ev[t];
+            out[i].n[g] = ig_infinigen_top_n_scored(
+                s->mscore + (size_t)t * (size_t)s->C, v->pos, v->high_water, s->nsel[t],
+                out[i].entries + (size_t)g * (size_t)out[i].max_per_head,
+                s->tmp + (size_t)me * (size_t)s->C);
+        }
     }
 
     /* 5. the pool's counters, from this selection */
@@ -754,9 +810,15 @@ static void ig_on_append(void *st, int layer, int slot, int head, int64_t e, int
     if (!s->ready[(size_t)ls * (size_t)s->S + (size_t)slot]) default_index(s, ls, slot);
     size_t ix = lsg(s, ls, slot, head);
     const float *ac = s->acols + ix * (size_t)s->kmax * (size_t)s->hd;
-    float *pk = s->pkc + ix * (size_t)s->kmax * (size_t)s->C;
-    for (int j = 0; j < s->ncols[ix]; j++)
-        pk[(size_t)j * (size_t)s->C + (size_t)e] = dotf(ac + (size_t)j * (size_t)s->hd, k, s->hd);
+    size_t base = ix * (size_t)s->kmax * (size_t)s->C + (size_t)e;
+    for (int j = 0; j < s->ncols[ix]; j++) {
+        float pk = dotf(ac + (size_t)j * (size_t)s->hd, k, s->hd);
+        size_t o = base + (size_t)j * (size_t)s->C;
+        if (s->pk_type == IG_DTYPE_F16)
+            ((uint16_t *)s->pkc)[o] = ig_f32_to_f16(pk);
+        else
+            ((float *)s->pkc)[o] = pk;
+    }
 }
 
 static int ig_evict(void *st, int layer, int slot, int head, const ig_entries_view *ev,
@@ -773,8 +835,9 @@ static void ig_on_evict(void *st, int layer, int slot, int head, int64_t e) {
     ig_state *s = st;
     if (layer < s->dense) return;
     size_t ix = lsg(s, layer - s->dense, slot, head);
-    float *pk = s->pkc + ix * (size_t)s->kmax * (size_t)s->C;
-    for (int j = 0; j < s->ncols[ix]; j++) pk[(size_t)j * (size_t)s->C + (size_t)e] = 0;
+    char *pk = (char *)s->pkc + (ix * (size_t)s->kmax * (size_t)s->C + (size_t)e) * s->pk_size;
+    for (int j = 0; j < s->ncols[ix]; j++)
+        memset(pk + (size_t)j * (size_t)s->C * s->pk_size, 0, s->pk_size);
 }
 
 static void ig_reset_slot(void *st, int slot) {
@@ -798,7 +861,7 @@ static size_t ig_device_bytes(const void *st) {
     size_t w = s->arch == IG_ARCH_OPT
                    ? (size_t)s->Ls * (size_t)s->S * (size_t)s->H * km * ((size_t)s->d + 1)
                    : lsg_n * km * (size_t)s->hd;
-    return (lsg_n * km * (size_t)s->C + w) * sizeof(float);
+    return lsg_n * km * (size_t)s->C * s->pk_size + w * sizeof(float);
 }
 
 static size_t ig_host_bytes(const void *st) {

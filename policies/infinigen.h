@@ -26,6 +26,11 @@ int64_t ig_infinigen_fetch_count(double mean_fraction, int64_t n_used, int64_t n
 int64_t ig_infinigen_top_n(const float *score, const int32_t *pos, int64_t hw, int64_t n,
                            int32_t *out, float *tmp);
 
+/* The same result when free entries (pos[e] < 0) already score -inf and n <= entries in use; the
+ * policy's fast path (no per-entry checks of pos or NaN). */
+int64_t ig_infinigen_top_n_scored(const float *score, const int32_t *pos, int64_t hw, int64_t n,
+                                  int32_t *out, float *tmp);
+
 typedef enum ig_pool_evict {
     IG_POOL_FIFO = 0,    /* the oldest position */
     IG_POOL_LRU = 1,     /* least recently selected among the older half of the sequence */

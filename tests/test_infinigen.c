@@ -13,6 +13,7 @@
 #include "core/io/safetensors.h"
 #include "core/model/model.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_ref.h"
 #include "policies/infinigen.h"
 #include "policies/infinigen_skew.h"
 #include "policies/policy.h"
@@ -182,6 +183,56 @@ static void test_rotation_preserves_qk(void) {
     printf("\n    ");
 }
 
+/* ---- the partial-score kernel: every SIMD level against the double reference ---- */
+
+static void test_partial_scores_kernel(void) {
+    enum { LD = 200, KC = 24, NQ = 7 };
+    static float kf[KC * LD], q[NQ * KC], out[NQ * LD], ref[NQ * LD], cm[LD], cref[LD];
+    static uint16_t kh[KC * LD];
+    for (int i = 0; i < KC * LD; i++) {
+        kf[i] = (float)(3 * urand());
+        kh[i] = ig_f32_to_f16(kf[i]);
+    }
+    for (int i = 0; i < NQ * KC; i++) q[i] = (float)urand();
+    const char *levels[] = {"scalar", "avx2", "avx512"};
+    const int ns[] = {0, 1, 7, 16, 33, 200};
+    for (int li = 0; li < 3; li++) {
+        if (ig_cpu_set_simd(levels[li]) != 0) {
+            printf("\n    %s: not available here (not checked)", levels[li]);
+            continue;
+        }
+        double worst = 0;
+        int max_ok = 1;
+        for (int f16 = 0; f16 < 2; f16++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                for (int nq = 1; nq <= NQ; nq += 3)
+                    for (int kc = 1; kc <= KC; kc += 11) {
+                        int64_t n = ns[ni];
+                        float rm[NQ], rr[NQ];
+                        const void *keys = f16 ? (const void *)kh : (const void *)kf;
+                        ig_dtype kt = f16 ? IG_DTYPE_F16 : IG_DTYPE_F32;
+                        ig_cpu_partial_scores(keys, kt, LD, kc, n, q, KC, nq, out, LD, cm, rm);
+                        ig_ref_partial_scores(keys, kt, LD, kc, n, q, KC, nq, ref, LD, cref, rr);
+                        for (int h = 0; h < nq; h++) {
+                            for (int64_t e = 0; e < n; e++)
+                                worst = fmax(worst, fabs(out[h * LD + e] - ref[h * LD + e]));
+                            max_ok &=
+                                rm[h] == rr[h] || fabsf(rm[h] - rr[h]) <= 1e-4f; /* -inf for n 0 */
+                            int64_t c = ig_cpu_count_greater(out + h * LD, n, 0.5f), c2 = 0;
+                            for (int64_t e = 0; e < n; e++) c2 += out[h * LD + e] > 0.5f;
+                            max_ok &= c == c2;
+                        }
+                        for (int64_t e = 0; e < n; e++) max_ok &= fabsf(cm[e] - cref[e]) <= 1e-4f;
+                    }
+        printf("\n    %-6s max |score - reference| %.2g, maxima and counts %s", levels[li], worst,
+               max_ok ? "agree" : "DIFFER");
+        CU_ASSERT(worst < 1e-4);
+        CU_ASSERT(max_ok);
+    }
+    ig_cpu_set_simd(NULL);
+    printf("\n    ");
+}
+
 /* ---- the decision rules on hand-made numbers ---- */
 
 static void test_threshold_count(void) {
@@ -245,6 +296,22 @@ static void test_top_n(void) {
     int above = 0;
     for (int i = 0; i < N; i++) above += p2[i] >= 0 && r[i] >= lo;
     CU_ASSERT_EQUAL(above, 100);
+    /* the policy's fast path agrees, with free entries at -inf, with and without ties */
+    static int32_t o3[N];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) {
+            r[i] = p2[i] < 0 ? -INFINITY : (float)urand();
+            if (round == 1) r[i] = p2[i] < 0 ? -INFINITY : (float)(i % 10); /* many ties */
+            if (round == 2) r[i] = p2[i] < 0 ? -INFINITY : 1e-3f * (float)(i % 700);
+        }
+        const int64_t ns[] = {1, 57, 300, 856, 857};
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            int64_t a = ig_infinigen_top_n(r, p2, N, ns[k], o2, t2);
+            int64_t b = ig_infinigen_top_n_scored(r, p2, N, ns[k], o3, t2);
+            CU_ASSERT_EQUAL(a, b);
+            CU_ASSERT(a == b && !memcmp(o2, o3, (size_t)a * sizeof(int32_t)));
+        }
+    }
 }
 
 static void test_pool_victims(void) {
@@ -508,10 +575,12 @@ static void test_selection_rule(void) {
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
             char alpha[64];
             snprintf(alpha, sizeof alpha, "alpha=%g", cases[ci].alpha);
-            const char *sets[] = {"dense_layers=0", cases[ci].ratio, cases[ci].rule,
-                                  "max_fetch=0.5",  alpha,           skew};
+            /* f32 partial keys: the comparison with the rule is exact up to f32 rounding */
+            const char *sets[] = {"dense_layers=0",   cases[ci].ratio, cases[ci].rule,
+                                  "max_fetch=0.5",    alpha,           skew,
+                                  "partial_dtype=f32"};
             policy_run r;
-            CU_ASSERT_EQUAL_FATAL(policy_open(&r, mi, 2, 64, sets, 6, &err), IG_OK);
+            CU_ASSERT_EQUAL_FATAL(policy_open(&r, mi, 2, 64, sets, 7, &err), IG_OK);
             CU_ASSERT_EQUAL(r.caps.select_ahead, 1);
             CU_ASSERT_EQUAL(r.caps.dense, 0);
             static slot_data sd[2];
@@ -950,6 +1019,7 @@ void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("infinigen", suite_init, suite_clean);
     CU_add_test(s, "eigen_orthogonal", test_eigen_orthogonal);
     CU_add_test(s, "rotation_preserves_qk", test_rotation_preserves_qk);
+    CU_add_test(s, "partial_scores_kernel", test_partial_scores_kernel);
     CU_add_test(s, "threshold_count", test_threshold_count);
     CU_add_test(s, "fetch_count", test_fetch_count);
     CU_add_test(s, "top_n", test_top_n);
