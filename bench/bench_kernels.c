@@ -353,7 +353,9 @@ typedef struct spec_ctx {
 
 static void pscore_call(void *p, int i) {
     spec_ctx *c = p;
-    ig_cpu_partial_scores(c->pq, 3, 13, c->pk[i % c->copies], 13, c->n, c->scores);
+    /* the partial key cache column-major: [13][n] */
+    ig_cpu_partial_scores(c->pk[i % c->copies], IG_DTYPE_F32, c->n, 13, c->n, c->pq, 13, 3,
+                          c->scores, c->n, NULL, NULL);
 }
 
 static void topk_call(void *p, int i) {

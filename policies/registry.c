@@ -12,9 +12,11 @@ extern const ig_policy_ops ig_policy_int4;
 extern const ig_policy_ops ig_policy_h2o;
 extern const ig_policy_ops ig_policy_streaming;
 extern const ig_policy_ops ig_policy_quest;
+extern const ig_policy_ops ig_policy_infinigen;
 
 static const ig_policy_ops *const g_policies[] = {
-    &ig_policy_full, &ig_policy_h2o, &ig_policy_int4, &ig_policy_streaming, &ig_policy_quest, NULL,
+    &ig_policy_full,      &ig_policy_infinigen, &ig_policy_h2o, &ig_policy_int4,
+    &ig_policy_streaming, &ig_policy_quest,     NULL,
 };
 
 const ig_policy_ops *const *ig_policy_list(void) {

@@ -1196,82 +1196,6 @@ static void test_kvq_roundtrip(void) {
 /* ---- token selection ---------------------------------------------------------------------------
  */
 
-static void test_partial_scores(void) {
-    ig_rng r;
-    ig_rng_seed(&r, 14);
-    static const int64_t ns[] = {1, 5, 15, 16, 17, 100, 1025, 17000}; /* 17000: two threads */
-    static const int ks[] = {1, 7, 8, 12, 13, 16, 17, 33};
-    int bad = 0, guards = 1, cases = 0;
-    for (int l = 0; l < N_LEVELS; l++) {
-        if (!use_level(l)) continue;
-        for (int th = 1; th <= 2; th++) {
-            ig_cpu_set_threads(th);
-            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-                for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
-                    for (int nq = 1; nq <= 4; nq += 2 - (nq == 3)) { /* 1, 3, 4 */
-                        int64_t n = ns[ni];
-                        int kc = ks[ki];
-                        int64_t stride = (ni + ki) % 3 == 0 ? kc : kc + 3 + (int64_t)(ni % 5);
-                        float *pk = malloc((size_t)(n * stride) * 4);
-                        float *pq = malloc((size_t)(nq * kc) * 4);
-                        float *ref = malloc((size_t)(nq * n) * 4), *out = galloc(nq * n);
-                        fill(&r, pk, n * stride, -2, 2);
-                        for (int64_t i = 0; i < n * stride; i++)
-                            if (i % stride >= kc) pk[i] = NAN; /* the gap is never read */
-                        fill(&r, pq, nq * kc, -1, 1);
-                        ig_ref_partial_scores(pq, nq, kc, pk, stride, n, ref);
-                        ig_cpu_partial_scores(pq, nq, kc, pk, stride, n, out);
-                        for (int h = 0; h < nq; h++)
-                            for (int64_t t = 0; t < n; t++) {
-                                double mag = 0;
-                                for (int c = 0; c < kc; c++)
-                                    mag += fabs((double)pq[h * kc + c] * pk[t * stride + c]);
-                                double e = fabs((double)out[h * n + t] - ref[h * n + t]);
-                                if (!(e <= 1e-6 * mag + 1e-30)) bad++;
-                            }
-                        guards &= gintact(out, nq * n);
-                        cases++;
-                        free(pk);
-                        free(pq);
-                        free(ref);
-                        gfree(out);
-                    }
-        }
-    }
-    restore_defaults();
-    CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT(guards);
-    CU_ASSERT(cases > 0);
-    /* Hand case: two columns, three rows. */
-    float pk[6] = {1, 2, 3, 4, 5, 6}, pq[2] = {1, -1}, s[3];
-    ig_cpu_partial_scores(pq, 1, 2, pk, 2, 3, s);
-    CU_ASSERT(s[0] == -1 && s[1] == -1 && s[2] == -1);
-}
-
-static void test_count_above(void) {
-    ig_rng r;
-    ig_rng_seed(&r, 15);
-    float *s = malloc(1000 * 4);
-    for (int i = 0; i < 1000; i++) s[i] = (float)(int)frand(&r, -10, 10); /* many ties */
-    s[7] = NAN;
-    s[8] = INFINITY;
-    s[9] = -INFINITY;
-    static const float thr[] = {-INFINITY, -3.0f, 0.0f, 2.5f, 9.0f, INFINITY, NAN};
-    int bad = 0;
-    for (int l = 0; l < N_LEVELS; l++) {
-        if (!use_level(l)) continue;
-        for (int64_t n = 0; n <= 1000; n += n < 40 ? 1 : 321)
-            for (size_t t = 0; t < sizeof thr / sizeof thr[0]; t++)
-                bad += ig_cpu_count_above(s, n, thr[t]) != ig_ref_count_above(s, n, thr[t]);
-    }
-    restore_defaults();
-    CU_ASSERT_EQUAL(bad, 0);
-    float h[5] = {1, 2, 2, 3, NAN};
-    CU_ASSERT_EQUAL(ig_cpu_count_above(h, 5, 2.0f), 1); /* strictly above */
-    CU_ASSERT_EQUAL(ig_cpu_count_above(h, 5, 1.5f), 3);
-    free(s);
-}
-
 static void test_topk(void) {
     ig_rng r;
     ig_rng_seed(&r, 16);
@@ -1502,8 +1426,6 @@ void ig_test_register(void) {
     CU_add_test(kv, "attention_rows_t", test_attention_rows_t);
     CU_add_test(kv, "kvq_layout", test_kvq_layout);
     CU_add_test(kv, "kvq_roundtrip", test_kvq_roundtrip);
-    CU_add_test(kv, "partial_scores", test_partial_scores);
-    CU_add_test(kv, "count_above", test_count_above);
     CU_add_test(kv, "topk", test_topk);
     CU_add_test(s, "rng", test_rng);
     CU_add_test(s, "argmax", test_argmax);

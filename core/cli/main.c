@@ -14,6 +14,7 @@ static const struct {
     {"info", ig_cmd_info, "print a model's configuration and memory use"},
     {"policies", ig_cmd_policies, "list the KV-cache policies and their parameters"},
     {"bench-decode", ig_cmd_bench_decode, "decode throughput and KV traffic of one configuration"},
+    {"calibrate", ig_cmd_calibrate, "InfiniGen's offline skewing: write a skew file for a model"},
 };
 
 static const char *command_list(void) {

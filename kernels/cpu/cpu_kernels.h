@@ -126,17 +126,17 @@ void ig_cpu_attention_rows(const float *q, const float *const *k_rows, const flo
                            int hd, float scale, float *ws, size_t ws_floats, float *probs_out,
                            float *out);
 
-/* Token selection for speculative KV fetch (InfiniGen).
- * Partial scores: scores[h * n + t] = sum_{c < k_cols} pq[h * k_cols + c] * pk[t * pk_stride + c]
- * for h < n_q, t < n: n_q partial queries (e.g. the query heads of one KV group) against one
- * partial key cache [n][k_cols] (row stride pk_stride >= k_cols floats; k_cols is small, e.g. 13
- * = 0.2 * head_dim 64). The cache is streamed once for all n_q queries; rows are transposed in
- * registers 16 (AVX-512) or 8 (AVX2) at a time so each score is a vertical sum. f32 products and
- * sums (the order differs between levels: compare with a tolerance). */
-void ig_cpu_partial_scores(const float *pq, int n_q, int k_cols, const float *pk, int64_t pk_stride,
-                           int64_t n, float *scores);
-/* Number of i < n with s[i] > threshold (NaN never counts). */
-int64_t ig_cpu_count_above(const float *s, int64_t n, float threshold);
+/* Partial attention scores, for policies that rank cached tokens with a few key columns
+ * (InfiniGen's partial key cache): keys column-major, keys[j * ld + e] = column j of entry e, f32
+ * or f16; query rows q[h * ldq + j], 1 <= nq <= 16. For e < n, h < nq:
+ *   out[h * ldo + e] = sum_{j < kc} q[h][j] * keys[j][e]
+ *   col_max[e] = max over h of out[h][e] (if col_max is not NULL); row_max[h] = max over e.
+ * One pass over the keys; single-threaded (callers parallelise over tables). */
+void ig_cpu_partial_scores(const void *keys, ig_dtype kt, int64_t ld, int kc, int64_t n,
+                           const float *q, int64_t ldq, int nq, float *out, int64_t ldo,
+                           float *col_max, float *row_max);
+/* Elements of x[0..n) strictly greater than thr. */
+int64_t ig_cpu_count_greater(const float *x, int64_t n, float thr);
 /* Indices of the k largest of s[0..n), ties broken by the lower index, written to idx_out in
  * increasing index order (gathers walk memory forward); returns min(max(k, 0), n). NaN ranks below
  * every number; -0 and +0 tie. O(n), no sort: radix selection on an order-preserving 32-bit key

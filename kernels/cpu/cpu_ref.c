@@ -248,24 +248,6 @@ void ig_ref_attention_rows(const float *q, const float *const *k_rows, const flo
 
 /* ---- token selection ------------------------------------------------------------------------- */
 
-void ig_ref_partial_scores(const float *pq, int n_q, int k_cols, const float *pk, int64_t pk_stride,
-                           int64_t n, float *scores) {
-    for (int h = 0; h < n_q; h++)
-        for (int64_t t = 0; t < n; t++) {
-            double s = 0;
-            for (int c = 0; c < k_cols; c++)
-                s += (double)pq[h * k_cols + c] * pk[t * pk_stride + c];
-            scores[h * n + t] = (float)s;
-        }
-}
-
-int64_t ig_ref_count_above(const float *s, int64_t n, float threshold) {
-    int64_t c = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (s[i] > threshold) c++;
-    return c;
-}
-
 static const float *g_ref_scores; /* for the qsort comparator (single-threaded) */
 
 /* Larger value first (NaN below everything, -0 == +0), then lower index. */

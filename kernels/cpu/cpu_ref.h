@@ -43,16 +43,17 @@ void ig_ref_attention_rows_t(const float *q, ig_dtype kv_dtype, const void *cons
                              const void *const *v_rows, int64_t row_stride, const int64_t *n_rows,
                              int64_t max_rows, int n_head, int n_kv_head, int hd, float scale,
                              float *probs_out, float *out);
-/* Token selection: partial scores in double; top-k by sorting every (value, index) pair. */
-void ig_ref_partial_scores(const float *pq, int n_q, int k_cols, const float *pk, int64_t pk_stride,
-                           int64_t n, float *scores);
-int64_t ig_ref_count_above(const float *s, int64_t n, float threshold);
+/* Token selection: top-k by sorting every (value, index) pair. */
 int64_t ig_ref_topk(const float *s, int64_t n, int64_t k, int32_t *idx_out);
 /* KV quantization (kvquant.h): per value, the format's definition. */
 void ig_ref_kvq_quantize_rows(const float *x, int64_t n_rows, int hd, int bits, int group,
                               uint8_t *out);
 void ig_ref_kvq_dequantize_rows(const uint8_t *in, int64_t n_rows, int hd, int bits, int group,
                                 float *out);
+/* Partial scores accumulated in double (same layout as ig_cpu_partial_scores). */
+void ig_ref_partial_scores(const void *keys, ig_dtype kt, int64_t ld, int kc, int64_t n,
+                           const float *q, int64_t ldq, int nq, float *out, int64_t ldo,
+                           float *col_max, float *row_max);
 int32_t ig_ref_sample_argmax(const float *logits, int64_t n);
 /* Same rule and the same single draw as ig_sample, by sorting the whole vocabulary. */
 int32_t ig_ref_sample(const float *logits, int64_t n, float temperature, float top_p, ig_rng *rng);

@@ -1,0 +1,896 @@
+/* infinigen: InfiniGen (Lee et al., OSDI'24). While layer i-1 runs, rehearse layer i's attention
+ * from layer i-1's attention input with a few columns of layer i's (skewed) query weight against
+ * the same few columns of layer i's keys (the partial key cache), keep per head the tokens within
+ * alpha of the best partial score, share the count, and fetch the top-n tokens per KV head. Layers
+ * below dense_layers attend every token. Optionally the home tier is a memory-limited pool that
+ * evicts by fifo / lru / counter. This file only decides; it never moves KV bytes.
+ *
+ * Per sequence (slot) and layer, the partial weight index (which rotated columns) is chosen from
+ * the sequence's own prompt at prefill, as the artifact does (it uses batch item 0's prompt); the
+ * rotations come from a skew file made by 'igen calibrate'. */
+#include "policies/infinigen.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "policies/infinigen_skew.h"
+
+/* ---- the decision rules ---- */
+
+int64_t ig_infinigen_count_above(const float *score, const int32_t *pos, int64_t n, float alpha,
+                                 float *max_out) {
+    float mx = -INFINITY;
+    for (int64_t e = 0; e < n; e++)
+        if ((!pos || pos[e] >= 0) && score[e] > mx) mx = score[e];
+    *max_out = mx;
+    if (mx == -INFINITY) return 0;
+    float thr = mx - alpha;
+    int64_t c = 0;
+    for (int64_t e = 0; e < n; e++) c += (!pos || pos[e] >= 0) && score[e] > thr;
+    return c;
+}
+
+int64_t ig_infinigen_fetch_count(double mean_fraction, int64_t n_used, int64_t n_tokens,
+                                 double max_fetch) {
+    if (n_used <= 0) return 0;
+    int64_t n = (int64_t)floor(mean_fraction * (double)n_used + 1e-6);
+    int64_t cap = (int64_t)floor(max_fetch * (double)n_tokens + 1e-9);
+    if (n < 1) n = 1;
+    if (cap < 1) cap = 1;
+    if (n > cap) n = cap;
+    if (n > n_used) n = n_used;
+    return n;
+}
+
+/* The k-th largest (1 <= k <= n) of x[0..n), reordering x (Hoare quickselect). */
+static float kth_largest(float *x, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float pivot = x[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (x[i] > pivot) i++;
+            while (x[j] < pivot) j--;
+            if (i <= j) {
+                float t = x[i];
+                x[i++] = x[j];
+                x[j--] = t;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
+    }
+    return x[want];
+}
+
+/* Monotone map of floats to unsigned keys (larger float, larger key). */
+static inline uint32_t order_key(float f) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+}
+
+#define TOPN_BUCKET_SHIFT 21 /* 2048 buckets: sign, exponent and 2 mantissa bits */
+
+int64_t ig_infinigen_top_n(const float *score, const int32_t *pos, int64_t hw, int64_t n,
+                           int32_t *out, float *tmp) {
+    int64_t m = 0;
+    for (int64_t e = 0; e < hw; e++) m += !pos || pos[e] >= 0;
+    if (n <= 0 || m == 0) return 0;
+    if (n >= m) { /* every entry in use */
+        int64_t w = 0;
+        for (int64_t e = 0; e < hw; e++)
+            if (!pos || pos[e] >= 0) out[w++] = (int32_t)e;
+        return w;
+    }
+    float kth;
+    if (m <= 512) { /* small: quickselect on a copy */
+        int64_t c = 0;
+        for (int64_t e = 0; e < hw; e++)
+            if (!pos || pos[e] >= 0) tmp[c++] = isnan(score[e]) ? -INFINITY : score[e];
+        kth = kth_largest(tmp, m, n);
+    } else {
+        /* histogram of the keys' top bits, then quickselect inside the boundary bucket only */
+        uint32_t hist[1u << (32 - TOPN_BUCKET_SHIFT)];
+        memset(hist, 0, sizeof hist);
+        for (int64_t e = 0; e < hw; e++)
+            if (!pos || pos[e] >= 0)
+                hist[order_key(isnan(score[e]) ? -INFINITY : score[e]) >> TOPN_BUCKET_SHIFT]++;
+        int64_t above = 0;
+        uint32_t b = (1u << (32 - TOPN_BUCKET_SHIFT)) - 1;
+        while (above + hist[b] < n) above += hist[b--];
+        int64_t c = 0;
+        for (int64_t e = 0; e < hw; e++) {
+            if (pos && pos[e] < 0) continue;
+            float v = isnan(score[e]) ? -INFINITY : score[e];
+            if (order_key(v) >> TOPN_BUCKET_SHIFT == b) tmp[c++] = v;
+        }
+        kth = kth_largest(tmp, c, n - above);
+    }
+    int64_t above = 0;
+    for (int64_t e = 0; e < hw; e++)
+        if ((!pos || pos[e] >= 0) && score[e] > kth) above++;
+    int64_t ties = n - above, w = 0; /* entries equal to the k-th value, lowest indices first */
+    for (int64_t e = 0; e < hw && w < n; e++) {
+        if (pos && pos[e] < 0) continue;
+        float v = isnan(score[e]) ? -INFINITY : score[e];
+        if (v > kth)
+            out[w++] = (int32_t)e;
+        else if (v == kth && ties > 0) {
+            out[w++] = (int32_t)e;
+            ties--;
+        }
+    }
+    return w;
+}
+
+/* Histogram select, then one branchless pass keeping scores >= the n-th; ties at the n-th score
+ * (rare) and small tables take the general path. */
+int64_t ig_infinigen_top_n_scored(const float *score, const int32_t *pos, int64_t hw, int64_t n,
+                                  int32_t *out, float *tmp) {
+    if (hw <= 512 || n <= 0) return ig_infinigen_top_n(score, pos, hw, n, out, tmp);
+    uint32_t hist[1u << (32 - TOPN_BUCKET_SHIFT)];
+    memset(hist, 0, sizeof hist);
+    for (int64_t e = 0; e < hw; e++) hist[order_key(score[e]) >> TOPN_BUCKET_SHIFT]++;
+    int64_t above = 0;
+    uint32_t b = (1u << (32 - TOPN_BUCKET_SHIFT)) - 1;
+    while (above + hist[b] < n) above += hist[b--];
+    int64_t c = 0;
+    for (int64_t e = 0; e < hw; e++) {
+        tmp[c] = score[e];
+        c += order_key(score[e]) >> TOPN_BUCKET_SHIFT == b;
+    }
+    float kth = kth_largest(tmp, c, n - above);
+    if (kth == -INFINITY) return ig_infinigen_top_n(score, pos, hw, n, out, tmp);
+    int64_t w = 0;
+    for (int64_t e = 0; e < hw; e++) {
+        out[w] = (int32_t)e;
+        w += score[e] >= kth;
+    }
+    return w == n ? w : ig_infinigen_top_n(score, pos, hw, n, out, tmp);
+}
+
+int ig_infinigen_pool_victims(ig_pool_evict rule, const ig_entries_view *ev,
+                              const int32_t *count_by_pos, const int32_t *last_by_pos,
+                              int n_victims, int32_t *victims, unsigned char *mark) {
+    int64_t half = ev->n_tokens / 2;
+    int got = 0;
+    while (got < n_victims) {
+        int64_t best = -1;
+        int64_t best_key = 0;
+        int32_t best_pos = 0;
+        /* pass 0: the older half (lru, counter); pass 1: every resident entry */
+        for (int pass = rule == IG_POOL_FIFO ? 1 : 0; pass < 2 && best < 0; pass++)
+            for (int64_t e = 0; e < ev->high_water; e++) {
+                int32_t p = ev->pos[e];
+                if (p < 0 || mark[e] || (pass == 0 && p >= half)) continue;
+                int64_t key = rule == IG_POOL_FIFO  ? p
+                              : rule == IG_POOL_LRU ? last_by_pos[p]
+                                                    : count_by_pos[p];
+                if (best < 0 || key < best_key || (key == best_key && p < best_pos)) {
+                    best = e;
+                    best_key = key;
+                    best_pos = p;
+                }
+            }
+        if (best < 0) break;
+        mark[best] = 1;
+        victims[got++] = (int32_t)best;
+    }
+    for (int i = 0; i < got; i++) mark[victims[i]] = 0;
+    return got;
+}
+
+/* ---- parameters ---- */
+
+enum { RULE_Q = 0, RULE_QK = 1, RULE_UNION = 2 };
+enum { SCOPE_BATCH = 0, SCOPE_SEQUENCE = 1 };
+
+static const ig_param_spec g_params[] = {
+    {"partial_ratio", IG_PARAM_FLOAT, "0.2", 0.01, 1, NULL,
+     "fraction of head_dim columns in the partial query/key (k = int(ratio * head_dim), >= 1)"},
+    {"column_rule", IG_PARAM_ENUM, "qk", 0, 0, "q|qk|union",
+     "which rotated columns: top-k by sum |Q| (artifact speed path), by sum |Q|+|K| (paper), or "
+     "the union of both top-k (artifact accuracy path, up to 2k columns)"},
+    {"alpha", IG_PARAM_FLOAT, "-1", -1, 10000, NULL,
+     "keep tokens whose partial score is within alpha of the head's best (a weight ratio of "
+     "e^alpha); -1 = by architecture: 4 for OPT, 5 for Llama"},
+    {"max_fetch", IG_PARAM_FLOAT, "0.2", 0, 1, NULL,
+     "most tokens fetched per KV head, as a fraction of the sequence so far (at least 1)"},
+    {"skew", IG_PARAM_STRING, NULL, 0, 0, NULL,
+     "skew file from 'igen calibrate' (unset: unskewed, with a warning)"},
+    {"dense_layers", IG_PARAM_INT, "2", 0, 4096, NULL,
+     "the first layers attend every token (never speculated)"},
+    {"pool_capacity", IG_PARAM_FLOAT, "1", 0.01, 1, NULL,
+     "host KV pool as a fraction of the whole KV cache (1 = unlimited); dense layers keep every "
+     "token, the other layers share the rest"},
+    {"pool_evict", IG_PARAM_ENUM, "counter", 0, 0, "fifo|lru|counter",
+     "pool eviction: oldest, least recently selected or least often selected (older half)"},
+    {"partial_dtype", IG_PARAM_ENUM, "f16", 0, 0, "f16|f32",
+     "storage of the partial key cache (f16: half the bytes to stream, as a GPU run keeps it)"},
+    {"count_scope", IG_PARAM_ENUM, "batch", 0, 0, "batch|sequence",
+     "the fetch count is shared over the heads and the batch (artifact) or per sequence"},
+};
+
+/* ---- state ---- */
+
+typedef struct ig_state {
+    const ig_model *model;
+    ig_arch arch;
+    int L, H, G, group, hd, d, S, C, rot_dim;
+    float scale;
+    int k;    /* columns per top-k */
+    int kmax; /* most columns a KV head can have */
+    int rule;
+    float alpha;
+    double max_fetch;
+    int dense, Ls;    /* dense layers; sparse layers = L - dense */
+    double pool_frac; /* entries a sparse layer keeps, as a fraction of the sequence (1: all) */
+    ig_pool_evict evict;
+    int scope;
+    int threads;
+    ig_skew *skew;
+    float *wq_skew; /* OPT: [Ls][H*hd][d+1], scale * A^T [W_q | b_q] per head */
+    float *rope_cos, *rope_sin;
+    /* per (sparse layer, slot, KV head) */
+    unsigned char *ready; /* [Ls][S] partial weight index built */
+    int32_t *ncols;       /* [Ls][S][G] */
+    int32_t *cols;        /* [Ls][S][G][kmax], ascending */
+    float *acols;         /* [Ls][S][G][kmax][hd]: the chosen columns of A, transposed */
+    void *pkc;            /* partial key cache [Ls][S][G][kmax][C], by entry, f16 or f32 */
+    ig_dtype pk_type;
+    size_t pk_size;
+    int32_t *sel_count; /* pool: [Ls][S][G][C] by position */
+    int32_t *last_sel;  /* pool: [Ls][S][G][C], 1 + sequence length at the last selection */
+    /* scratch (sized at init; hooks never allocate) */
+    float *qfull;        /* [S][H*hd] */
+    float *xaug;         /* [S][d+1] */
+    int32_t *qpos;       /* [S] */
+    float *pq;           /* [S][H][kmax] partial queries */
+    float *mscore;       /* [S][G][C] group-max partial score per entry */
+    float *hscore;       /* [threads][group][C] */
+    float *hmax;         /* [threads][group] */
+    float *tmp;          /* [threads][C] */
+    double *frac;        /* [S][H] count / entries in use */
+    int64_t *nsel;       /* [S][G] */
+    float *rows;         /* [ROW_CHUNK][hd] */
+    float *seed_pk;      /* pool seeding: [G][C][kmax] */
+    float *seed_pq;      /* [H][kmax] */
+    int32_t *seed_idx;   /* [C] */
+    unsigned char *mark; /* [C] */
+} ig_state;
+
+#define ROW_CHUNK 256
+
+static size_t lsg(const ig_state *s, int ls, int slot, int g) {
+    return ((size_t)ls * (size_t)s->S + (size_t)slot) * (size_t)s->G + (size_t)g;
+}
+
+static int pool_on(const ig_state *s) {
+    return s->pool_frac < 1.0;
+}
+
+static void free_state(ig_state *s) {
+    ig_skew_free(s->skew);
+    free(s->wq_skew);
+    free(s->rope_cos);
+    free(s->rope_sin);
+    free(s->ready);
+    free(s->ncols);
+    free(s->cols);
+    free(s->acols);
+    free(s->pkc);
+    free(s->sel_count);
+    free(s->last_sel);
+    free(s->qfull);
+    free(s->xaug);
+    free(s->qpos);
+    free(s->pq);
+    free(s->mscore);
+    free(s->hscore);
+    free(s->hmax);
+    free(s->tmp);
+    free(s->frac);
+    free(s->nsel);
+    free(s->rows);
+    free(s->seed_pk);
+    free(s->seed_pq);
+    free(s->seed_idx);
+    free(s->mark);
+    memset(s, 0, sizeof *s);
+}
+
+static float dotf(const float *a, const float *b, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+    float r = 0;
+    for (; i < n; i++) r += a[i] * b[i];
+    for (int j = 0; j < 8; j++) r += acc[j];
+    return r;
+}
+
+/* OPT: fold the bias (an appended input column) and the 1/sqrt(head_dim) scale into W_q, then the
+ * rotation: row h*hd + c of layer l = scale * sum_r A_g[r][c] [W_q | b_q][h*hd + r]. */
+static ig_status build_opt_weights(ig_state *s, ig_error *err) {
+    size_t hd = (size_t)s->hd, d1 = (size_t)s->d + 1, qd = (size_t)s->H * hd;
+    s->wq_skew = ig_malloc((size_t)s->Ls * qd * d1 * sizeof(float), err);
+    float *w = ig_malloc(hd * d1 * sizeof(float), err);
+    if (!s->wq_skew || !w) {
+        free(w);
+        return IG_ERR_NOMEM;
+    }
+    for (int ls = 0; ls < s->Ls; ls++) {
+        int l = ls + s->dense;
+        const ig_layer *ly = ig_model_layer(s->model, l);
+        size_t esz = ig_dtype_size(ly->wq.dtype);
+        for (int h = 0; h < s->H; h++) {
+            for (size_t r = 0; r < hd; r++) {
+                size_t row = (size_t)h * hd + r;
+                ig_convert(IG_DTYPE_F32, w + r * d1, ly->wq.dtype,
+                           (const char *)ly->wq.data + row * (size_t)s->d * esz, (size_t)s->d);
+                w[r * d1 + (size_t)s->d] = ly->bq ? ly->bq[row] : 0.0f;
+            }
+            const float *A = ig_skew_A(s->skew, l, h / s->group);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->hd, (int)d1, s->hd, s->scale, A,
+                        s->hd, w, (int)d1, 0.0f,
+                        s->wq_skew + ((size_t)ls * qd + (size_t)h * hd) * d1, (int)d1);
+        }
+    }
+    free(w);
+    return IG_OK;
+}
+
+static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_params *p,
+                         ig_policy_caps *caps, ig_error *err) {
+    ig_state *s = st;
+    const ig_model_config *c = env->cfg;
+    memset(s, 0, sizeof *s);
+    s->model = env->model;
+    s->arch = c->arch;
+    s->L = c->n_layer;
+    s->H = c->n_head;
+    s->G = c->n_kv_head;
+    s->hd = c->head_dim;
+    s->d = c->d_model;
+    s->S = env->n_slots;
+    s->C = env->max_ctx;
+    s->rot_dim = c->rot_dim;
+    if (s->G <= 0 || s->H % s->G != 0 || s->hd > 512)
+        return ig_error_set(
+            err, IG_ERR_UNSUPPORTED,
+            "infinigen: %d query heads over %d KV heads of %d dims is not supported", s->H, s->G,
+            s->hd);
+    s->group = s->H / s->G;
+    s->scale = 1.0f / sqrtf((float)s->hd);
+    s->k = (int)(ig_params_num(p, "partial_ratio") * s->hd + 1e-9);
+    if (s->k < 1) s->k = 1;
+    if (s->k > s->hd) s->k = s->hd;
+    const char *rule = ig_params_str(p, "column_rule");
+    s->rule = !strcmp(rule, "q") ? RULE_Q : !strcmp(rule, "qk") ? RULE_QK : RULE_UNION;
+    s->kmax = s->rule == RULE_UNION ? (2 * s->k < s->hd ? 2 * s->k : s->hd) : s->k;
+    double alpha = ig_params_num(p, "alpha");
+    s->alpha = alpha < 0 ? (s->arch == IG_ARCH_OPT ? 4.0f : 5.0f) : (float)alpha;
+    s->max_fetch = ig_params_num(p, "max_fetch");
+    int dense = (int)ig_params_num(p, "dense_layers");
+    s->dense = dense < s->L ? dense : s->L;
+    s->Ls = s->L - s->dense;
+    const char *ev = ig_params_str(p, "pool_evict");
+    s->evict = !strcmp(ev, "fifo")  ? IG_POOL_FIFO
+               : !strcmp(ev, "lru") ? IG_POOL_LRU
+                                    : IG_POOL_COUNTER;
+    s->scope = !strcmp(ig_params_str(p, "count_scope"), "batch") ? SCOPE_BATCH : SCOPE_SEQUENCE;
+    s->pk_type = !strcmp(ig_params_str(p, "partial_dtype"), "f16") ? IG_DTYPE_F16 : IG_DTYPE_F32;
+    s->pk_size = ig_dtype_size(s->pk_type);
+    s->threads = ig_cpu_get_threads();
+    if (s->threads < 1) s->threads = 1;
+
+    /* The pool holds pool_capacity of the whole KV cache; the dense layers keep every token, the
+     * sparse layers share what is left equally. */
+    double pool = ig_params_num(p, "pool_capacity");
+    s->pool_frac = 1.0;
+    if (pool < 1.0) {
+        double need = (double)s->dense / (double)s->L;
+        double frac = s->Ls > 0 ? (pool * s->L - s->dense) / s->Ls : 0;
+        if (s->Ls == 0 || frac * s->C < 1.0)
+            return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                "infinigen: pool capacity %g cannot hold the %d dense layers of %d "
+                                "(they keep every token: %.4g of the KV cache) and a token per "
+                                "other layer; raise pool_capacity or lower dense_layers",
+                                pool, s->dense, s->L, need);
+        s->pool_frac = frac;
+    }
+
+    caps->select_ahead = 1;
+    if (s->Ls == 0) { /* every layer dense: the plain causal path */
+        caps->dense = 1;
+        return IG_OK;
+    }
+    ig_status rc = IG_OK;
+    const char *path = ig_params_str(p, "skew");
+    if (path) {
+        rc = ig_skew_load(path, &s->skew, err);
+        if (rc == IG_OK) rc = ig_skew_check(s->skew, c, path, err);
+        if (rc != IG_OK) {
+            ig_error_prefix(err, "infinigen: ");
+            goto fail;
+        }
+    } else {
+        IG_WARN("infinigen: no skew file (--set skew=FILE, made by 'igen calibrate'): running "
+                "unskewed, which selects less accurately");
+        rc = ig_skew_identity(env->model, &s->skew, err);
+        if (rc != IG_OK) goto fail;
+    }
+
+    size_t Ls = (size_t)s->Ls, S = (size_t)s->S, G = (size_t)s->G, H = (size_t)s->H;
+    size_t C = (size_t)s->C, hd = (size_t)s->hd, km = (size_t)s->kmax, T = (size_t)s->threads;
+    s->ready = ig_calloc(Ls * S, 1, err);
+    s->ncols = ig_calloc(Ls * S * G, sizeof(int32_t), err);
+    s->cols = ig_calloc(Ls * S * G * km, sizeof(int32_t), err);
+    s->acols = ig_calloc(Ls * S * G * km * hd, sizeof(float), err);
+    s->pkc = ig_aligned_alloc(Ls * S * G * km * C * s->pk_size, err);
+    s->qfull = ig_aligned_alloc(S * H * hd * sizeof(float), err);
+    s->xaug = ig_malloc(S * ((size_t)s->d + 1) * sizeof(float), err);
+    s->qpos = ig_calloc(S, sizeof(int32_t), err);
+    s->pq = ig_calloc(S * H * km, sizeof(float), err);
+    s->mscore = ig_aligned_alloc(S * G * C * sizeof(float), err);
+    s->hscore = ig_aligned_alloc(T * (size_t)s->group * C * sizeof(float), err);
+    s->hmax = ig_malloc(T * (size_t)s->group * sizeof(float), err);
+    s->tmp = ig_malloc(T * C * sizeof(float), err);
+    s->frac = ig_calloc(S * H, sizeof(double), err);
+    s->nsel = ig_calloc(S * G, sizeof(int64_t), err);
+    s->rows = ig_malloc(ROW_CHUNK * hd * sizeof(float), err);
+    s->mark = ig_calloc(C, 1, err);
+    rc = IG_ERR_NOMEM;
+    if (!s->ready || !s->ncols || !s->cols || !s->acols || !s->pkc || !s->qfull || !s->xaug ||
+        !s->qpos || !s->pq || !s->mscore || !s->hscore || !s->hmax || !s->tmp || !s->frac ||
+        !s->nsel || !s->rows || !s->mark)
+        goto fail;
+    if (pool_on(s)) {
+        s->sel_count = ig_calloc(Ls * S * G * C, sizeof(int32_t), err);
+        s->last_sel = ig_calloc(Ls * S * G * C, sizeof(int32_t), err);
+        if (!s->sel_count || !s->last_sel) goto fail;
+        if (s->evict != IG_POOL_FIFO) {
+            s->seed_pk = ig_malloc(G * C * km * sizeof(float), err);
+            s->seed_pq = ig_malloc(H * km * sizeof(float), err);
+            s->seed_idx = ig_malloc(C * sizeof(int32_t), err);
+            if (!s->seed_pk || !s->seed_pq || !s->seed_idx) goto fail;
+        }
+    }
+    if (s->arch == IG_ARCH_OPT) {
+        rc = build_opt_weights(s, err);
+        if (rc != IG_OK) goto fail;
+    } else {
+        size_t half = (size_t)s->rot_dim / 2;
+        s->rope_cos = ig_malloc(C * half * sizeof(float), err);
+        s->rope_sin = ig_malloc(C * half * sizeof(float), err);
+        rc = IG_ERR_NOMEM;
+        if (!s->rope_cos || !s->rope_sin) goto fail;
+        ig_cpu_rope_table(c->rope_theta, s->rot_dim, s->C, s->rope_cos, s->rope_sin);
+    }
+    return IG_OK;
+fail:
+    free_state(s);
+    return rc;
+}
+
+static void ig_fini(void *st) {
+    free_state(st);
+}
+
+static int64_t ig_capacity(const void *st, int layer, int64_t n_tokens) {
+    const ig_state *s = st;
+    if (!pool_on(s) || layer < s->dense) return n_tokens;
+    int64_t c = (int64_t)ceil(s->pool_frac * (double)n_tokens - 1e-9);
+    if (c < 1) c = 1;
+    return c < n_tokens ? c : n_tokens;
+}
+
+/* ---- partial weight index (at prefill, from the prompt) ---- */
+
+/* The k largest of x[0..n) (ties: lower index), marked in used[]. */
+static void top_k_columns(const double *x, int n, int k, unsigned char *used) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!used[i] && (best < 0 || x[i] > x[best])) best = i;
+        if (best < 0) return;
+        used[best] = 1;
+    }
+}
+
+/* colsum[c] += sum over the rows of |(X A)[row][c]|, X: n rows of hd at stride ld. */
+static void abs_colsum_rotated(ig_state *s, const float *X, int n, int ld, const float *A,
+                               double *colsum) {
+    for (int r0 = 0; r0 < n; r0 += ROW_CHUNK) {
+        int nr = n - r0 < ROW_CHUNK ? n - r0 : ROW_CHUNK;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, s->hd, s->hd, 1.0f,
+                    X + (size_t)r0 * (size_t)ld, ld, A, s->hd, 0.0f, s->rows, s->hd);
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < s->hd; c++)
+                colsum[c] += fabsf(s->rows[(size_t)r * (size_t)s->hd + (size_t)c]);
+    }
+}
+
+static void set_columns(ig_state *s, int ls, int slot, int g, const unsigned char *used) {
+    size_t i = lsg(s, ls, slot, g), hd = (size_t)s->hd, km = (size_t)s->kmax;
+    int32_t *cols = s->cols + i * km;
+    float *ac = s->acols + i * km * hd;
+    const float *A = ig_skew_A(s->skew, ls + s->dense, g);
+    int n = 0;
+    for (int c = 0; c < s->hd && n < s->kmax; c++)
+        if (used[c]) cols[n++] = c;
+    s->ncols[i] = n;
+    for (int j = 0; j < n; j++)
+        for (size_t r = 0; r < hd; r++) ac[(size_t)j * hd + r] = A[r * hd + (size_t)cols[j]];
+}
+
+static void build_index(ig_state *s, int ls, int slot, const ig_prefill_view *v) {
+    double colq[512], colk[512];
+    unsigned char used[512];
+    int hd = s->hd;
+    for (int g = 0; g < s->G; g++) {
+        const float *A = ig_skew_A(s->skew, ls + s->dense, g);
+        memset(colq, 0, sizeof colq);
+        memset(colk, 0, sizeof colk);
+        memset(used, 0, sizeof used);
+        for (int hh = 0; hh < s->group; hh++)
+            abs_colsum_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd, v->n_new,
+                               s->H * hd, A, colq);
+        abs_colsum_rotated(s, v->k + (size_t)g * (size_t)hd, v->n_new, s->G * hd, A, colk);
+        if (s->rule == RULE_Q) {
+            top_k_columns(colq, hd, s->k, used);
+        } else if (s->rule == RULE_QK) {
+            /* the paper's |Q| + |K| per column; the group's queries averaged over its heads so
+             * that Q and K weigh as in the per-head rule */
+            double sum[512];
+            for (int c = 0; c < hd; c++) sum[c] = colq[c] / s->group + colk[c];
+            top_k_columns(sum, hd, s->k, used);
+        } else {
+            top_k_columns(colq, hd, s->k, used);
+            unsigned char used_k[512] = {0};
+            top_k_columns(colk, hd, s->k, used_k);
+            for (int c = 0; c < hd; c++) used[c] |= used_k[c];
+        }
+        set_columns(s, ls, slot, g, used);
+    }
+    s->ready[(size_t)ls * (size_t)s->S + (size_t)slot] = 1;
+}
+
+/* Without prompt statistics (never expected: prefill precedes every append): the first k
+ * rotated columns, those of the largest singular values. */
+static void default_index(ig_state *s, int ls, int slot) {
+    unsigned char used[512] = {0};
+    for (int c = 0; c < s->k; c++) used[c] = 1;
+    for (int g = 0; g < s->G; g++) set_columns(s, ls, slot, g, used);
+    s->ready[(size_t)ls * (size_t)s->S + (size_t)slot] = 1;
+}
+
+/* ---- scoring ---- */
+
+/* Scores of (slot, KV head g): one pass over the partial key cache for the group's query heads
+ * (pq: [group][kmax]); per query head the threshold count as a fraction of the entries in use;
+ * ms[e] = the group's max partial score (-inf for free entries). */
+static void score_head(ig_state *s, int ls, int slot, int g, const ig_entries_view *ev,
+                       const float *pq_slot, float *hs, float *hmax, double *frac, float *ms) {
+    size_t i = lsg(s, ls, slot, g), C = (size_t)s->C;
+    int64_t hw = ev->high_water;
+    const char *pk = (const char *)s->pkc + i * (size_t)s->kmax * C * s->pk_size;
+    ig_cpu_partial_scores(pk, s->pk_type, s->C, s->ncols[i], hw,
+                          pq_slot + (size_t)g * (size_t)s->group * (size_t)s->kmax, s->kmax,
+                          s->group, hs, s->C, ms, hmax);
+    if (ev->n_used < hw) { /* a pool freed entries: mask them, then the maxima of the rest */
+        for (int hh = 0; hh < s->group; hh++) hmax[hh] = -INFINITY;
+        for (int64_t e = 0; e < hw; e++) {
+            if (ev->pos[e] < 0) {
+                ms[e] = -INFINITY;
+                for (int hh = 0; hh < s->group; hh++) hs[(size_t)hh * C + (size_t)e] = -INFINITY;
+            } else {
+                for (int hh = 0; hh < s->group; hh++)
+                    if (hs[(size_t)hh * C + (size_t)e] > hmax[hh])
+                        hmax[hh] = hs[(size_t)hh * C + (size_t)e];
+            }
+        }
+    }
+    for (int hh = 0; hh < s->group; hh++) {
+        int64_t c = hmax[hh] == -INFINITY
+                        ? 0
+                        : ig_cpu_count_greater(hs + (size_t)hh * C, hw, hmax[hh] - s->alpha);
+        frac[g * s->group + hh] = ev->n_used > 0 ? (double)c / (double)ev->n_used : 0;
+    }
+}
+
+static void select_every(const ig_entries_view *ev, int32_t *out, int64_t *n) {
+    int64_t w = 0;
+    for (int64_t e = 0; e < ev->high_water; e++)
+        if (ev->pos[e] >= 0) out[w++] = (int32_t)e;
+    *n = w;
+}
+
+static void ig_select_ahead(void *st, int layer, int n, const int *slots, const float *x_prev,
+                            const ig_entries_view *ev, ig_selection *out) {
+    ig_state *s = st;
+    int G = s->G, H = s->H, hd = s->hd, km = s->kmax;
+    if (layer < s->dense) {
+        for (int i = 0; i < n; i++)
+            for (int g = 0; g < G; g++)
+                select_every(&ev[(size_t)i * (size_t)G + (size_t)g],
+                             out[i].entries + (size_t)g * (size_t)out[i].max_per_head,
+                             &out[i].n[g]);
+        return;
+    }
+    int ls = layer - s->dense;
+    const ig_layer *ly = ig_model_layer(s->model, layer);
+    for (int i = 0; i < n; i++)
+        if (!s->ready[(size_t)ls * (size_t)s->S + (size_t)slots[i]]) default_index(s, ls, slots[i]);
+
+    /* 1. partial queries of layer `layer` from the previous layer's attention input */
+    if (s->arch == IG_ARCH_LLAMA) {
+        /* RoPE sits between projection and score: project with the full W_q, rotate at the new
+         * token's position, then take the chosen columns of the skewed query (scaled). */
+        ig_cpu_linear(x_prev, n, s->d, ly->wq.data, ly->wq.dtype, (int64_t)H * hd, ly->bq,
+                      s->qfull);
+        for (int i = 0; i < n; i++) s->qpos[i] = (int32_t)ev[(size_t)i * (size_t)G].n_tokens;
+        ig_cpu_rope(s->qfull, n, H, hd, s->rot_dim, s->qpos, s->rope_cos, s->rope_sin);
+        for (int i = 0; i < n; i++)
+            for (int h = 0; h < H; h++) {
+                size_t ix = lsg(s, ls, slots[i], h / s->group);
+                const float *ac = s->acols + ix * (size_t)km * (size_t)hd;
+                const float *q = s->qfull + ((size_t)i * (size_t)H + (size_t)h) * (size_t)hd;
+                float *pq = s->pq + ((size_t)i * (size_t)H + (size_t)h) * (size_t)km;
+                for (int j = 0; j < s->ncols[ix]; j++)
+                    pq[j] = s->scale * dotf(ac + (size_t)j * (size_t)hd, q, hd);
+            }
+    } else {
+        size_t d1 = (size_t)s->d + 1, qd = (size_t)H * (size_t)hd;
+        for (int i = 0; i < n; i++) {
+            float *xa = s->xaug + (size_t)i * d1;
+            memcpy(xa, x_prev + (size_t)i * (size_t)s->d, (size_t)s->d * sizeof(float));
+            xa[s->d] = 1.0f; /* the bias column */
+            for (int h = 0; h < H; h++) {
+                size_t ix = lsg(s, ls, slots[i], h / s->group);
+                const int32_t *cols = s->cols + ix * (size_t)km;
+                float *pq = s->pq + ((size_t)i * (size_t)H + (size_t)h) * (size_t)km;
+                for (int j = 0; j < s->ncols[ix]; j++)
+                    pq[j] =
+                        dotf(s->wq_skew +
+                                 ((size_t)ls * qd + (size_t)h * (size_t)hd + (size_t)cols[j]) * d1,
+                             xa, (int)d1);
+            }
+        }
+    }
+
+    /* 2-4 in one parallel region: scores per (slot, KV head), the shared count, top-n */
+    int tasks = n * G;
+    int nt = s->threads < tasks ? s->threads : tasks;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int me = omp_get_thread_num();
+        float *hs = s->hscore + (size_t)me * (size_t)s->group * (size_t)s->C;
+        float *hmax = s->hmax + (size_t)me * (size_t)s->group;
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < tasks; t++) {
+            int i = t / G, g = t % G;
+            score_head(s, ls, slots[i], g, &ev[t], s->pq + (size_t)i * (size_t)H * (size_t)km, hs,
+                       hmax, s->frac + (size_t)i * (size_t)H, s->mscore + (size_t)t * (size_t)s->C);
+        }
+#pragma omp single
+        {
+            /* the fetch count: the mean over query heads (and the batch) of count / entries */
+            double all = 0;
+            for (int i = 0; i < n * H; i++) all += s->frac[i];
+            for (int i = 0; i < n; i++) {
+                double mean = all / (double)(n * H);
+                if (s->scope == SCOPE_SEQUENCE) {
+                    mean = 0;
+                    for (int h = 0; h < H; h++) mean += s->frac[(size_t)i * (size_t)H + (size_t)h];
+                    mean /= H;
+                }
+                for (int g = 0; g < G; g++) {
+                    const ig_entries_view *v = &ev[(size_t)i * (size_t)G + (size_t)g];
+                    s->nsel[(size_t)i * (size_t)G + (size_t)g] =
+                        ig_infinigen_fetch_count(mean, v->n_used, v->n_tokens, s->max_fetch);
+                }
+            }
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < tasks; t++) {
+            int i = t / G, g = t % G;
+            const ig_entries_view *v = &ev[t];
+            out[i].n[g] = ig_infinigen_top_n_scored(
+                s->mscore + (size_t)t * (size_t)s->C, v->pos, v->high_water, s->nsel[t],
+                out[i].entries + (size_t)g * (size_t)out[i].max_per_head,
+                s->tmp + (size_t)me * (size_t)s->C);
+        }
+    }
+
+    /* 5. the pool's counters, from this selection */
+    if (pool_on(s))
+        for (int t = 0; t < tasks; t++) {
+            int i = t / G, g = t % G;
+            size_t base = lsg(s, ls, slots[i], g) * (size_t)s->C;
+            const int32_t *e = out[i].entries + (size_t)g * (size_t)out[i].max_per_head;
+            int32_t stamp = (int32_t)ev[t].n_tokens + 1;
+            for (int64_t j = 0; j < out[i].n[g]; j++) {
+                int32_t p = ev[t].pos[e[j]];
+                s->sel_count[base + (size_t)p]++;
+                s->last_sel[base + (size_t)p] = stamp;
+            }
+        }
+}
+
+/* ---- prefill, appends, pool ---- */
+
+/* Pool counters from the prompt itself: each prompt row (with its exact query, rotated) selects
+ * among the call's earlier rows by the decode rule, as the artifact's simulation counts every row's
+ * fetches. Costs O(rows^2 * kmax * heads); only with a pool that evicts by lru or counter. */
+static void seed_counters(ig_state *s, int ls, int slot, const ig_prefill_view *v) {
+    int n = v->n_new, G = s->G, H = s->H, hd = s->hd, km = s->kmax;
+    size_t C = (size_t)s->C;
+    for (int g = 0; g < G; g++) {
+        size_t ix = lsg(s, ls, slot, g);
+        const float *ac = s->acols + ix * (size_t)km * (size_t)hd;
+        for (int u = 0; u < n; u++)
+            for (int j = 0; j < s->ncols[ix]; j++)
+                s->seed_pk[((size_t)g * C + (size_t)u) * (size_t)km + (size_t)j] =
+                    dotf(ac + (size_t)j * (size_t)hd,
+                         v->k + ((size_t)u * (size_t)G + (size_t)g) * hd, hd);
+    }
+    float *hs = s->hscore, *ms = s->mscore;
+    for (int t = 1; t < n; t++) {
+        for (int h = 0; h < H; h++) {
+            size_t ix = lsg(s, ls, slot, h / s->group);
+            const float *ac = s->acols + ix * (size_t)km * (size_t)hd;
+            for (int j = 0; j < s->ncols[ix]; j++)
+                s->seed_pq[(size_t)h * (size_t)km + (size_t)j] =
+                    s->scale * dotf(ac + (size_t)j * (size_t)hd,
+                                    v->q + ((size_t)t * (size_t)H + (size_t)h) * (size_t)hd, hd);
+        }
+        double mean = 0;
+        for (int g = 0; g < G; g++) {
+            size_t ix = lsg(s, ls, slot, g);
+            for (int hh = 0; hh < s->group; hh++) {
+                const float *q = s->seed_pq + (size_t)(g * s->group + hh) * (size_t)km;
+                float *o = hs + (size_t)hh * C;
+                for (int u = 0; u < t; u++)
+                    o[u] = dotf(q, s->seed_pk + ((size_t)g * C + (size_t)u) * (size_t)km,
+                                s->ncols[ix]);
+                float mx;
+                mean += (double)ig_infinigen_count_above(o, NULL, t, s->alpha, &mx) / t;
+            }
+            for (int u = 0; u < t; u++) {
+                float m = hs[u];
+                for (int hh = 1; hh < s->group; hh++)
+                    if (hs[(size_t)hh * C + (size_t)u] > m) m = hs[(size_t)hh * C + (size_t)u];
+                ms[(size_t)g * C + (size_t)u] = m;
+            }
+        }
+        mean /= H;
+        int64_t want = ig_infinigen_fetch_count(mean, t, v->pos0 + t, s->max_fetch);
+        for (int g = 0; g < G; g++) {
+            int64_t got =
+                ig_infinigen_top_n(ms + (size_t)g * C, NULL, t, want, s->seed_idx, s->tmp);
+            size_t base = lsg(s, ls, slot, g) * C;
+            for (int64_t j = 0; j < got; j++) {
+                size_t p = (size_t)v->pos0 + (size_t)s->seed_idx[j];
+                s->sel_count[base + p]++;
+                s->last_sel[base + p] = v->pos0 + t + 1;
+            }
+        }
+    }
+}
+
+static void ig_on_prefill(void *st, int layer, int slot, const ig_prefill_view *v) {
+    ig_state *s = st;
+    if (layer < s->dense || v->n_new <= 0) return;
+    int ls = layer - s->dense;
+    /* the first prefill call of a sequence fixes its columns (later chunks keep them: the partial
+     * keys already stored use them) */
+    if (!s->ready[(size_t)ls * (size_t)s->S + (size_t)slot]) build_index(s, ls, slot, v);
+    if (pool_on(s) && s->evict != IG_POOL_FIFO) seed_counters(s, ls, slot, v);
+}
+
+static void ig_on_append(void *st, int layer, int slot, int head, int64_t e, int32_t pos,
+                         const float *k, const float *v) {
+    ig_state *s = st;
+    (void)pos;
+    (void)v;
+    if (layer < s->dense) return;
+    int ls = layer - s->dense;
+    if (!s->ready[(size_t)ls * (size_t)s->S + (size_t)slot]) default_index(s, ls, slot);
+    size_t ix = lsg(s, ls, slot, head);
+    const float *ac = s->acols + ix * (size_t)s->kmax * (size_t)s->hd;
+    size_t base = ix * (size_t)s->kmax * (size_t)s->C + (size_t)e;
+    for (int j = 0; j < s->ncols[ix]; j++) {
+        float pk = dotf(ac + (size_t)j * (size_t)s->hd, k, s->hd);
+        size_t o = base + (size_t)j * (size_t)s->C;
+        if (s->pk_type == IG_DTYPE_F16)
+            ((uint16_t *)s->pkc)[o] = ig_f32_to_f16(pk);
+        else
+            ((float *)s->pkc)[o] = pk;
+    }
+}
+
+static int ig_evict(void *st, int layer, int slot, int head, const ig_entries_view *ev,
+                    int n_victims, int32_t *victims) {
+    ig_state *s = st;
+    if (layer < s->dense || !s->sel_count) /* never asked: dense layers keep every token */
+        return ig_infinigen_pool_victims(IG_POOL_FIFO, ev, NULL, NULL, n_victims, victims, s->mark);
+    size_t base = lsg(s, layer - s->dense, slot, head) * (size_t)s->C;
+    return ig_infinigen_pool_victims(s->evict, ev, s->sel_count + base, s->last_sel + base,
+                                     n_victims, victims, s->mark);
+}
+
+static void ig_on_evict(void *st, int layer, int slot, int head, int64_t e) {
+    ig_state *s = st;
+    if (layer < s->dense) return;
+    size_t ix = lsg(s, layer - s->dense, slot, head);
+    char *pk = (char *)s->pkc + (ix * (size_t)s->kmax * (size_t)s->C + (size_t)e) * s->pk_size;
+    for (int j = 0; j < s->ncols[ix]; j++)
+        memset(pk + (size_t)j * (size_t)s->C * s->pk_size, 0, s->pk_size);
+}
+
+static void ig_reset_slot(void *st, int slot) {
+    ig_state *s = st;
+    for (int ls = 0; ls < s->Ls; ls++) {
+        s->ready[(size_t)ls * (size_t)s->S + (size_t)slot] = 0;
+        if (s->sel_count) {
+            size_t base = lsg(s, ls, slot, 0) * (size_t)s->C, n = (size_t)s->G * (size_t)s->C;
+            memset(s->sel_count + base, 0, n * sizeof(int32_t));
+            memset(s->last_sel + base, 0, n * sizeof(int32_t));
+        }
+    }
+}
+
+/* Device: the partial key cache and the partial query weights (OPT: the chosen rows of the folded
+ * W_q per sequence; Llama: the chosen columns of A, W_q itself being model weights). Host: the
+ * pool's counters. */
+static size_t ig_device_bytes(const void *st) {
+    const ig_state *s = st;
+    size_t lsg_n = (size_t)s->Ls * (size_t)s->S * (size_t)s->G, km = (size_t)s->kmax;
+    size_t w = s->arch == IG_ARCH_OPT
+                   ? (size_t)s->Ls * (size_t)s->S * (size_t)s->H * km * ((size_t)s->d + 1)
+                   : lsg_n * km * (size_t)s->hd;
+    return lsg_n * km * (size_t)s->C * s->pk_size + w * sizeof(float);
+}
+
+static size_t ig_host_bytes(const void *st) {
+    const ig_state *s = st;
+    return s->sel_count
+               ? 2 * (size_t)s->Ls * (size_t)s->S * (size_t)s->G * (size_t)s->C * sizeof(int32_t)
+               : 0;
+}
+
+const ig_policy_ops ig_policy_infinigen = {
+    /* .version = */ IG_POLICY_API_VERSION,
+    /* .name = */ "infinigen",
+    /* .summary = */
+    "speculates the next layer's attention with skewed partial weights and "
+    "fetches the top tokens (Lee et al., OSDI'24), optional memory-limited pool",
+    /* .params = */ g_params,
+    /* .n_params = */ (int)(sizeof g_params / sizeof g_params[0]),
+    /* .state_size = */ sizeof(ig_state),
+    /* .init = */ ig_init,
+    /* .fini = */ ig_fini,
+    /* .capacity = */ ig_capacity,
+    /* .reset_slot = */ ig_reset_slot,
+    /* .on_prefill = */ ig_on_prefill,
+    /* .on_append = */ ig_on_append,
+    /* .evict = */ ig_evict,
+    /* .on_evict = */ ig_on_evict,
+    /* .select_ahead = */ ig_select_ahead,
+    /* .select = */ NULL,
+    /* .on_attention = */ NULL,
+    /* .device_bytes = */ ig_device_bytes,
+    /* .host_bytes = */ ig_host_bytes,
+};
