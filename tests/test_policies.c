@@ -31,7 +31,7 @@ static const struct {
     {"h2o", {"heavy_ratio=1", "recent_ratio=1"}, 2, 0},
     {"streaming", {"sinks=4", "window=100000"}, 2, 0},
     {"quest", {"token_budget=100000", "dense_layers=0"}, 2, 0},
-    {"infinigen", {"max_fetch=1", "alpha=1000"}, 2, 0},
+    {"infinigen", {"max_fetch=1", "alpha=1000", "dense_layers=0"}, 3, 0},
     {"int4", {"bits=8"}, 1, 1},
 };
 
