@@ -865,7 +865,8 @@ static void test_attention_colsum(void) {
         {8, 0, 8, 10, 2, 40, 1.0f},    /* group of 5: passes of 4 + 1 heads */
         {9, 3, 20, 9, 3, 64, 1.0f},    /* smallest sgemm case */
         {75, 19, 100, 9, 3, 64, 2.0f}, /* blocks of 32 + partial, appended to a cache */
-        {200, 0, 200, 6, 1, 37, 1.0f}, /* MQA, odd head size, 7 blocks x 6 heads: several rounds */
+        {200, 0, 200, 6, 1, 37, 1.0f}, /* MQA, odd head size, 7 blocks x 6 heads */
+        {400, 0, 400, 9, 3, 16, 1.0f}, /* 117 tasks: rounds of 32 slots per thread, 2-4 of them */
         {70, 1100, 1170, 4, 4, 16, 1.0f}, /* colsum rows wider than one reduction item */
     };
     for (int l = 0; l < N_LEVELS; l++) {
@@ -899,11 +900,11 @@ static void test_attention_colsum(void) {
     free(cs_one);
     free(cs_two);
     free(ws);
-    /* The workspace formula (see cpu_kernels.h): the prefill term gets 8 slots per thread. */
-    CU_ASSERT_EQUAL(ig_cpu_attention_colsum_ws_floats(4096, 8192, 9, 64, 2), 2 * 40 * 8192);
+    /* The workspace formula (see cpu_kernels.h): the prefill term gets 32 slots per thread. */
+    CU_ASSERT_EQUAL(ig_cpu_attention_colsum_ws_floats(4096, 8192, 9, 64, 2), 2 * 64 * 8192);
     CU_ASSERT_EQUAL(ig_cpu_attention_colsum_ws_floats(1, 100, 9, 64, 2),
                     ig_cpu_attention_ws_floats(1, 100, 9, 64, 2));
-    CU_ASSERT_EQUAL(ig_cpu_attention_colsum_ws_floats(20, 1000, 9, 64, 1), 28 * 1008);
+    CU_ASSERT_EQUAL(ig_cpu_attention_colsum_ws_floats(20, 1000, 9, 64, 1), 52 * 1008);
 }
 
 /* ---- gathered rows of f32 / f16 / bf16 in a strided buffer -------------------------------------

@@ -97,8 +97,8 @@ void ig_cpu_attention(const float *q, int64_t n_q, int64_t p0, const float *k, c
  * contributes in a fixed order. Cost: one pass over each probability block (sgemm path); on the
  * decode path (n_q <= 8) the scores are recomputed for the sums (one more pass over K, not V).
  * ws: ws_floats >= ig_cpu_attention_colsum_ws_floats(...): the ig_cpu_attention formula with the
- * prefill term n_threads * (min(n_q, 32) + 8) * round_up(n_ctx, 16) (8 per-thread slots for block
- * sums). */
+ * prefill term n_threads * (min(n_q, 32) + 32) * round_up(n_ctx, 16) (32 per-thread slots for
+ * block sums, added into colsum in rounds). */
 size_t ig_cpu_attention_colsum_ws_floats(int64_t n_q, int64_t n_ctx, int n_head, int hd,
                                          int n_threads);
 void ig_cpu_attention_colsum(const float *q, int64_t n_q, int64_t p0, const float *k,
