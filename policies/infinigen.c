@@ -133,30 +133,33 @@ int64_t ig_infinigen_top_n(const float *score, const int32_t *pos, int64_t hw, i
     return w;
 }
 
-/* Histogram select, then one branchless pass keeping scores >= the n-th; ties at the n-th score
- * (rare) and small tables take the general path. */
+static inline float key_float(uint32_t k) {
+    uint32_t b = (k & 0x80000000u) ? k & 0x7fffffffu : ~k;
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* Bisection on the threshold over the floats' order keys, each step one vectorised count, until
+ * exactly n entries lie above it (usually well before the 32 steps that pin the n-th value); then
+ * one vectorised compaction. Ties at the n-th value take the general path. */
 int64_t ig_infinigen_top_n_scored(const float *score, const int32_t *pos, int64_t hw, int64_t n,
                                   int32_t *out, float *tmp) {
-    if (hw <= 512 || n <= 0) return ig_infinigen_top_n(score, pos, hw, n, out, tmp);
-    uint32_t hist[1u << (32 - TOPN_BUCKET_SHIFT)];
-    memset(hist, 0, sizeof hist);
-    for (int64_t e = 0; e < hw; e++) hist[order_key(score[e]) >> TOPN_BUCKET_SHIFT]++;
-    int64_t above = 0;
-    uint32_t b = (1u << (32 - TOPN_BUCKET_SHIFT)) - 1;
-    while (above + hist[b] < n) above += hist[b--];
-    int64_t c = 0;
-    for (int64_t e = 0; e < hw; e++) {
-        tmp[c] = score[e];
-        c += order_key(score[e]) >> TOPN_BUCKET_SHIFT == b;
+    if (n <= 0 || hw <= 64) return ig_infinigen_top_n(score, pos, hw, n, out, tmp);
+    uint32_t lo = order_key(-INFINITY),
+             hi = order_key(INFINITY); /* count(> lo) >= n > count(> hi) */
+    if (ig_cpu_count_greater(score, hw, -INFINITY) < n)
+        return ig_infinigen_top_n(score, pos, hw, n, out, tmp);
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int64_t c = ig_cpu_count_greater(score, hw, key_float(mid));
+        if (c == n) return ig_cpu_indices_greater(score, hw, key_float(mid), out);
+        if (c > n)
+            lo = mid;
+        else
+            hi = mid;
     }
-    float kth = kth_largest(tmp, c, n - above);
-    if (kth == -INFINITY) return ig_infinigen_top_n(score, pos, hw, n, out, tmp);
-    int64_t w = 0;
-    for (int64_t e = 0; e < hw; e++) {
-        out[w] = (int32_t)e;
-        w += score[e] >= kth;
-    }
-    return w == n ? w : ig_infinigen_top_n(score, pos, hw, n, out, tmp);
+    return ig_infinigen_top_n(score, pos, hw, n, out, tmp); /* ties at the n-th value */
 }
 
 int ig_infinigen_pool_victims(ig_pool_evict rule, const ig_entries_view *ev,
@@ -198,7 +201,7 @@ enum { SCOPE_BATCH = 0, SCOPE_SEQUENCE = 1 };
 static const ig_param_spec g_params[] = {
     {"partial_ratio", IG_PARAM_FLOAT, "0.2", 0.01, 1, NULL,
      "fraction of head_dim columns in the partial query/key (k = int(ratio * head_dim), >= 1)"},
-    {"column_rule", IG_PARAM_ENUM, "qk", 0, 0, "q|qk|union",
+    {"column_rule", IG_PARAM_ENUM, "union", 0, 0, "q|qk|union",
      "which rotated columns: top-k by sum |Q| (artifact speed path), by sum |Q|+|K| (paper), or "
      "the union of both top-k (artifact accuracy path, up to 2k columns)"},
     {"alpha", IG_PARAM_FLOAT, "-1", -1, 10000, NULL,
@@ -586,9 +589,17 @@ static void score_head(ig_state *s, int ls, int slot, int g, const ig_entries_vi
     size_t i = lsg(s, ls, slot, g), C = (size_t)s->C;
     int64_t hw = ev->high_water;
     const char *pk = (const char *)s->pkc + i * (size_t)s->kmax * C * s->pk_size;
-    ig_cpu_partial_scores(pk, s->pk_type, s->C, s->ncols[i], hw,
-                          pq_slot + (size_t)g * (size_t)s->group * (size_t)s->kmax, s->kmax,
-                          s->group, hs, s->C, ms, hmax);
+    const float *pq = pq_slot + (size_t)g * (size_t)s->group * (size_t)s->kmax;
+    /* the kernel takes up to 16 query rows at once; larger groups (multi-query models) in chunks */
+    for (int h0 = 0; h0 < s->group; h0 += 16) {
+        int nq = s->group - h0 < 16 ? s->group - h0 : 16;
+        ig_cpu_partial_scores(pk, s->pk_type, s->C, s->ncols[i], hw,
+                              pq + (size_t)h0 * (size_t)s->kmax, s->kmax, nq, hs + (size_t)h0 * C,
+                              s->C, h0 ? NULL : ms, hmax + h0);
+        for (int64_t e = 0; h0 && e < hw; e++)
+            for (int hh = h0; hh < h0 + nq; hh++)
+                if (hs[(size_t)hh * C + (size_t)e] > ms[e]) ms[e] = hs[(size_t)hh * C + (size_t)e];
+    }
     if (ev->n_used < hw) { /* a pool freed entries: mask them, then the maxima of the rest */
         for (int hh = 0; hh < s->group; hh++) hmax[hh] = -INFINITY;
         for (int64_t e = 0; e < hw; e++) {

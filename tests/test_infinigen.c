@@ -12,6 +12,7 @@
 #include "core/engine/engine.h"
 #include "core/io/safetensors.h"
 #include "core/model/model.h"
+#include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
 #include "policies/infinigen.h"
@@ -219,8 +220,13 @@ static void test_partial_scores_kernel(void) {
                             max_ok &=
                                 rm[h] == rr[h] || fabsf(rm[h] - rr[h]) <= 1e-4f; /* -inf for n 0 */
                             int64_t c = ig_cpu_count_greater(out + h * LD, n, 0.5f), c2 = 0;
-                            for (int64_t e = 0; e < n; e++) c2 += out[h * LD + e] > 0.5f;
-                            max_ok &= c == c2;
+                            int32_t idx[LD], w = 0;
+                            int64_t ci = ig_cpu_indices_greater(out + h * LD, n, 0.5f, idx);
+                            for (int64_t e = 0; e < n; e++) {
+                                if (out[h * LD + e] > 0.5f) max_ok &= w < ci && idx[w++] == e;
+                                c2 += out[h * LD + e] > 0.5f;
+                            }
+                            max_ok &= c == c2 && ci == c2;
                         }
                         for (int64_t e = 0; e < n; e++) max_ok &= fabsf(cm[e] - cref[e]) <= 1e-4f;
                     }
@@ -230,6 +236,70 @@ static void test_partial_scores_kernel(void) {
         CU_ASSERT(max_ok);
     }
     ig_cpu_set_simd(NULL);
+    printf("\n    ");
+}
+
+/* ---- the engine's gather attention (what a sparse selection costs): every SIMD level against the
+ * double reference, in place through index lists and contiguous, with the new rows after ---- */
+
+static void test_gather_attention_kernel(void) {
+    enum { G = 3, GROUP = 3, H = G * GROUP, ROWS = 700 };
+    const int hds[] = {16, 64, 128};
+    const char *levels[] = {"scalar", "avx2", "avx512"};
+    float *k = malloc((size_t)G * ROWS * 128 * sizeof(float));
+    float *v = malloc((size_t)G * ROWS * 128 * sizeof(float));
+    float q[H * 128], ek[2 * G * 128], ev[2 * G * 128], out[H * 128], ref[H * 128];
+    static float probs[H * (ROWS + 2)], pref[H * (ROWS + 2)];
+    static int32_t idx[G][ROWS];
+    for (int li = 0; li < 3; li++) {
+        if (ig_cpu_set_simd(levels[li]) != 0) continue;
+        double worst = 0, worst_p = 0;
+        for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
+            int hd = hds[hi];
+            for (size_t i = 0; i < (size_t)G * ROWS * (size_t)hd; i++) {
+                k[i] = (float)(2 * urand());
+                v[i] = (float)urand();
+            }
+            for (int i = 0; i < H * hd; i++) q[i] = (float)urand();
+            for (int i = 0; i < 2 * G * hd; i++) {
+                ek[i] = (float)(2 * urand());
+                ev[i] = (float)urand();
+            }
+            const float *kb[G], *vb[G];
+            const int32_t *ix[G];
+            int64_t nsel[G] = {ROWS / 3, 0, 257};
+            for (int g = 0; g < G; g++) {
+                kb[g] = k + (size_t)g * ROWS * (size_t)hd;
+                vb[g] = v + (size_t)g * ROWS * (size_t)hd;
+                for (int j = 0; j < ROWS; j++) idx[g][j] = (int32_t)((j * 7 + g) % ROWS);
+                ix[g] = idx[g];
+            }
+            for (int mode = 0; mode < 2; mode++) /* index lists, then contiguous rows */
+                for (int n_extra = 0; n_extra <= 2; n_extra += 2) {
+                    ig_gather_attn a = {H,    G,  hd,          1.0f / sqrtf((float)hd),
+                                        kb,   vb, (int64_t)hd, mode ? NULL : ix,
+                                        nsel, ek, ev,          n_extra};
+                    size_t wsn = ig_cpu_attention_gather_ws_floats(H, ROWS + 2, 2);
+                    float *ws = malloc(wsn * sizeof(float));
+                    ig_cpu_attention_gather(&a, q, ws, wsn, probs, ROWS + 2, out);
+                    ig_ref_attention_gather(&a, q, pref, ROWS + 2, ref);
+                    for (int i = 0; i < H * hd; i++)
+                        worst = fmax(worst, fabs((double)out[i] - ref[i]));
+                    for (int h = 0; h < H; h++)
+                        for (int64_t j = 0; j < nsel[h / GROUP] + n_extra; j++)
+                            worst_p = fmax(worst_p, fabs((double)probs[h * (ROWS + 2) + j] -
+                                                         pref[h * (ROWS + 2) + j]));
+                    free(ws);
+                }
+        }
+        printf("\n    %-6s max |out - reference| %.2g, |probs - reference| %.2g", levels[li], worst,
+               worst_p);
+        CU_ASSERT(worst < 1e-5);
+        CU_ASSERT(worst_p < 1e-6);
+    }
+    ig_cpu_set_simd(NULL);
+    free(k);
+    free(v);
     printf("\n    ");
 }
 
@@ -1020,6 +1090,7 @@ void ig_test_register(void) {
     CU_add_test(s, "eigen_orthogonal", test_eigen_orthogonal);
     CU_add_test(s, "rotation_preserves_qk", test_rotation_preserves_qk);
     CU_add_test(s, "partial_scores_kernel", test_partial_scores_kernel);
+    CU_add_test(s, "gather_attention_kernel", test_gather_attention_kernel);
     CU_add_test(s, "threshold_count", test_threshold_count);
     CU_add_test(s, "fetch_count", test_fetch_count);
     CU_add_test(s, "top_n", test_top_n);

@@ -11,6 +11,10 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
 
+#if IG_X86
+#include <immintrin.h>
+#endif
+
 static int64_t rows_of(const ig_gather_attn *a, int g) {
     return a->n_sel[g] + a->n_extra;
 }
@@ -31,16 +35,65 @@ size_t ig_cpu_attention_gather_ws_floats(int n_head, int64_t max_rows, int n_thr
     return (size_t)(t > 0 ? t : 1) * (size_t)((max_rows + 15) & ~(int64_t)15);
 }
 
+#if IG_X86
+/* The row loops with the query and the output row held in registers (nc vectors of 16 floats, a
+ * compile-time constant): one load per row chunk and no call per row. Scattered rows make the
+ * generic path call dot/axpy per row, which costs more than the rows' bytes. */
+IG_TARGET_AVX512 IG_INLINE void rows_avx512(const ig_gather_attn *a, int g, const float *qh,
+                                            float *s, int64_t n, const ig_vec_ops *v, float *oh,
+                                            const int nc) {
+    __m512 qv[8], o[8];
+    IG_UNROLL(8)
+    for (int c = 0; c < nc; c++) qv[c] = _mm512_loadu_ps(qh + 16 * c);
+    for (int64_t j = 0; j < n; j++) {
+        const float *k = row_k(a, g, j);
+        __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
+        IG_UNROLL(8)
+        for (int c = 1; c < nc; c++) acc = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k + 16 * c), acc);
+        s[j] = a->scale * _mm512_reduce_add_ps(acc);
+    }
+    ig_cpu_softmax_row(v, s, n);
+    IG_UNROLL(8)
+    for (int c = 0; c < nc; c++) o[c] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j++) {
+        const float *r = row_v(a, g, j);
+        __m512 p = _mm512_set1_ps(s[j]);
+        IG_UNROLL(8)
+        for (int c = 0; c < nc; c++) o[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(r + 16 * c), o[c]);
+    }
+    IG_UNROLL(8)
+    for (int c = 0; c < nc; c++) _mm512_storeu_ps(oh + 16 * c, o[c]);
+}
+
+IG_TARGET_AVX512 static int head_rows_avx512(const ig_gather_attn *a, int g, const float *qh,
+                                             float *s, int64_t n, const ig_vec_ops *v, float *oh) {
+    if (a->hd == 64)
+        rows_avx512(a, g, qh, s, n, v, oh, 4);
+    else if (a->hd == 128)
+        rows_avx512(a, g, qh, s, n, v, oh, 8);
+    else
+        return 0;
+    return 1;
+}
+#endif
+
 static void head_task(const ig_vec_ops *v, const ig_gather_attn *a, const float *q, int h, float *s,
                       float *probs, int64_t probs_stride, float *out) {
     int group = a->n_head / a->n_kv_head, g = h / group, hd = a->hd;
     const float *qh = q + (size_t)h * (size_t)hd;
     float *oh = out + (size_t)h * (size_t)hd;
     int64_t n = rows_of(a, g);
-    for (int64_t j = 0; j < n; j++) s[j] = a->scale * v->dot(qh, row_k(a, g, j), hd);
-    ig_cpu_softmax_row(v, s, n);
-    memset(oh, 0, (size_t)hd * sizeof(float));
-    for (int64_t j = 0; j < n; j++) v->axpy(oh, s[j], row_v(a, g, j), hd);
+    int done = 0;
+#if IG_X86
+    if (n > 0 && ig_cpu_simd_level() == IG_SIMD_AVX512)
+        done = head_rows_avx512(a, g, qh, s, n, v, oh);
+#endif
+    if (!done) {
+        for (int64_t j = 0; j < n; j++) s[j] = a->scale * v->dot(qh, row_k(a, g, j), hd);
+        ig_cpu_softmax_row(v, s, n);
+        memset(oh, 0, (size_t)hd * sizeof(float));
+        for (int64_t j = 0; j < n; j++) v->axpy(oh, s[j], row_v(a, g, j), hd);
+    }
     if (probs) memcpy(probs + (size_t)h * (size_t)probs_stride, s, (size_t)n * sizeof(float));
 }
 

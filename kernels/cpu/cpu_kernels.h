@@ -147,6 +147,9 @@ int64_t ig_cpu_count_greater(const float *x, int64_t n, float thr);
 size_t ig_cpu_topk_ws_bytes(int64_t n);
 int64_t ig_cpu_topk(const float *s, int64_t n, int64_t k, int32_t *idx_out, void *ws,
                     size_t ws_bytes);
+/* Writes the indices i < n with x[i] > thr to out, ascending; returns their count. out must hold n
+ * entries (the compaction may write past the count). */
+int64_t ig_cpu_indices_greater(const float *x, int64_t n, float thr, int32_t *out);
 
 /* Sampling. A seeded xoshiro256** generator: same seed, same tokens, on every machine. */
 typedef struct ig_rng {

@@ -46,6 +46,16 @@ static int64_t count_greater_scalar(const float *x, int64_t n, float thr) {
     return c;
 }
 
+static int64_t indices_greater_scalar(const float *x, int64_t i0, int64_t n, float thr,
+                                      int32_t *out) {
+    int64_t w = 0;
+    for (int64_t i = i0; i < n; i++) {
+        out[w] = (int32_t)i; /* branchless compaction */
+        w += x[i] > thr;
+    }
+    return w;
+}
+
 #if IG_X86
 
 /* ---- AVX-512: 16 entries per block, query rows 4 at a time ---- */
@@ -108,6 +118,21 @@ IG_TARGET_AVX512 static int64_t count_greater_avx512(const float *x, int64_t n, 
     for (; i + 16 <= n; i += 16)
         c += __builtin_popcount(_mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), t, _CMP_GT_OQ));
     return c + count_greater_scalar(x + i, n - i, thr);
+}
+
+IG_TARGET_AVX512 static int64_t indices_greater_avx512(const float *x, int64_t n, float thr,
+                                                       int32_t *out) {
+    __m512 t = _mm512_set1_ps(thr);
+    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i step = _mm512_set1_epi32(16);
+    int64_t w = 0, i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), t, _CMP_GT_OQ);
+        _mm512_mask_compressstoreu_epi32(out + w, m, idx);
+        w += __builtin_popcount(m);
+        idx = _mm512_add_epi32(idx, step);
+    }
+    return w + indices_greater_scalar(x, i, n, thr, out + w);
 }
 
 /* ---- AVX2: 8 entries per block, the tail in scalar code ---- */
@@ -216,6 +241,13 @@ int64_t ig_cpu_count_greater(const float *x, int64_t n, float thr) {
     }
 #endif
     return count_greater_scalar(x, n, thr);
+}
+
+int64_t ig_cpu_indices_greater(const float *x, int64_t n, float thr, int32_t *out) {
+#if IG_X86
+    if (ig_cpu_simd_level() == IG_SIMD_AVX512) return indices_greater_avx512(x, n, thr, out);
+#endif
+    return indices_greater_scalar(x, 0, n, thr, out);
 }
 
 void ig_ref_partial_scores(const void *keys, ig_dtype kt, int64_t ld, int kc, int64_t n,
