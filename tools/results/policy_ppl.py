@@ -63,11 +63,13 @@ def main():
     skew = {}
     for name, path in DATA.items():
         other = [p for n, p in DATA.items() if n != name][0]
-        skew[name] = os.path.join(args.out, f"skew_calibrated_on_{'ptb' if name == 'wikitext2' else 'wikitext2'}.bin")
+        skew[name] = os.path.join(REPO, "results", f"smollm2_{'ptb' if name == 'wikitext2' else 'wikitext2'}.skew")  # not committed
+        os.makedirs(os.path.dirname(skew[name]), exist_ok=True)
         if not os.path.exists(skew[name]):
             print(f"calibrating InfiniGen on {other} -> {skew[name]}", file=sys.stderr)
             subprocess.run([args.igen, "calibrate", "--text", other, "--out", skew[name], "--quiet"], check=True)
     records = []
+    open(os.path.join(args.out, "policy_ppl.jsonl"), "w").close()
     only = set(args.only.split(",")) if args.only else None
     for data, text in DATA.items():
         for name, sets in policies(args.budget):
@@ -85,10 +87,9 @@ def main():
             rec.update({"data": data, "command": " ".join(os.path.relpath(c, REPO) if os.path.isabs(c) else c for c in cmd),
                         "wall_s": secs})
             records.append(rec)
+            with open(os.path.join(args.out, "policy_ppl.jsonl"), "a") as f:
+                f.write(json.dumps(rec) + "\n")
             print(f" ppl {rec['ppl']:.3f} ({secs:.0f} s)", file=sys.stderr)
-    with open(os.path.join(args.out, "policy_ppl.jsonl"), "w") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
     lines = [
         f"# Perplexity with the KV policy active (SmolLM2-135M, ctx {args.ctx}, prefill {args.prefill}, "
         f"{args.windows} windows, budget {args.budget:.0%})",
