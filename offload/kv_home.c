@@ -196,10 +196,12 @@ void ig_kv_home_read(const ig_kv_home *h, int layer, int slot, int head, const i
     const unsigned char *kb = ig_kv_home_k_base(h, layer, slot, head);
     const unsigned char *vb = ig_kv_home_v_base(h, layer, slot, head);
     int hd = h->o.head_dim;
-    for (int64_t i = 0; i < n; i++) {
+    /* runs of consecutive entries decode in one call (whole tables for dense policies) */
+    for (int64_t i = 0, run; i < n; i += run) {
+        for (run = 1; i + run < n && entries[i + run] == entries[i] + run;) run++;
         size_t off = (size_t)entries[i] * h->row_bytes;
-        ig_kv_codec_decode(&h->o.codec, kb + off, 1, hd, k_out + (size_t)i * (size_t)hd);
-        ig_kv_codec_decode(&h->o.codec, vb + off, 1, hd, v_out + (size_t)i * (size_t)hd);
+        ig_kv_codec_decode(&h->o.codec, kb + off, run, hd, k_out + (size_t)i * (size_t)hd);
+        ig_kv_codec_decode(&h->o.codec, vb + off, run, hd, v_out + (size_t)i * (size_t)hd);
     }
 }
 
