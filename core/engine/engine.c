@@ -10,6 +10,7 @@
 #include "core/engine/engine_internal.h"
 #include "core/log.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "offload/wstream.h"
 
 static float *alloc_f(size_t n, ig_error *err) {
     return ig_aligned_alloc(n * sizeof(float), err);
@@ -261,7 +262,11 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
         }
     }
     for (int l = 0; l < c->n_layer; l++) {
-        const ig_layer *L = ig_model_layer(e->model, l);
+        const ig_layer *L = e->opts.weights ? ig_wstream_layer(e->opts.weights, l)
+                                            : ig_model_layer(e->model, l);
+        if (!L) /* a weight load failed (disk I/O); the caches of this call are not valid */
+            return ig_error_set(err, IG_ERR_IO, "forward: layer %d weights: %s", l,
+                                ig_wstream_error(e->opts.weights));
         norm(e, e->x, L->attn_norm_w, L->attn_norm_b, T, e->h);
         if (e->kv) ig_kv_layer_begin(e, l);
         linear(e, e->h, T, &L->wq, L->bq, e->q);

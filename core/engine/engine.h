@@ -35,6 +35,10 @@ typedef struct ig_engine_opts {
     /* Transfer-queue threads for copy access: 0 = auto (one when a core is left over beside the
      * compute threads, else transfers run inline, issued at the same points), -1 = none. */
     int xfer_threads;
+    /* Weight residency (offload/wstream): NULL = the model's weights are read where they were
+     * loaded. Otherwise each layer's weights come from this stream (placed on device, host or disk,
+     * loaded ahead with overlap); not owned, must outlive the engine's forward calls. */
+    struct ig_wstream *weights;
 } ig_engine_opts;
 
 /* KV traffic and time, accumulated over decode tokens (one token of one sequence) since create or

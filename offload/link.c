@@ -1,0 +1,117 @@
+/* Link model: throttled copies for the CPU backend (see link.h). */
+#include "offload/link.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/log.h"
+
+static ig_status parse_num(const char *what, const char *s, size_t len, double lo, double hi,
+                           double *out, ig_error *err) {
+    char buf[64];
+    if (len == 0 || len >= sizeof buf)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "link model: %s: expected a number", what);
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    char *end;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (errno || *end || !(v >= lo && v <= hi))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "link model: %s='%s': expected a number in [%g, %g]", what, buf, lo,
+                            hi);
+    *out = v;
+    return IG_OK;
+}
+
+ig_status ig_link_parse(const char *spec, ig_link_model *out, ig_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!spec || !*spec || strcmp(spec, "off") == 0) return IG_OK;
+    ig_link_model m = {1, {0, 0}, {0, 0}};
+    const char *p = spec;
+    int fields = 0;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (!eq) {
+            if (fields > 0)
+                return ig_error_set(
+                    err, IG_ERR_INVALID_ARG,
+                    "link model '%s': '%.*s' is not KEY=VALUE (keys: h2d, d2h, lat, "
+                    "h2d_lat, d2h_lat)",
+                    spec, (int)len, p);
+            double v;
+            IG_TRY(parse_num("bandwidth", p, len, 1e-6, 1e6, &v, err));
+            m.gbps[0] = m.gbps[1] = v;
+        } else {
+            size_t kl = (size_t)(eq - p), vl = len - kl - 1;
+            double v;
+            if (kl == 3 && strncmp(p, "h2d", 3) == 0) {
+                IG_TRY(parse_num("h2d", eq + 1, vl, 1e-6, 1e6, &v, err));
+                m.gbps[IG_LINK_H2D] = v;
+            } else if (kl == 3 && strncmp(p, "d2h", 3) == 0) {
+                IG_TRY(parse_num("d2h", eq + 1, vl, 1e-6, 1e6, &v, err));
+                m.gbps[IG_LINK_D2H] = v;
+            } else if (kl == 3 && strncmp(p, "lat", 3) == 0) {
+                IG_TRY(parse_num("lat", eq + 1, vl, 0, 1e6, &v, err));
+                m.latency_s[0] = m.latency_s[1] = v * 1e-6;
+            } else if (kl == 7 && strncmp(p, "h2d_lat", 7) == 0) {
+                IG_TRY(parse_num("h2d_lat", eq + 1, vl, 0, 1e6, &v, err));
+                m.latency_s[IG_LINK_H2D] = v * 1e-6;
+            } else if (kl == 7 && strncmp(p, "d2h_lat", 7) == 0) {
+                IG_TRY(parse_num("d2h_lat", eq + 1, vl, 0, 1e6, &v, err));
+                m.latency_s[IG_LINK_D2H] = v * 1e-6;
+            } else {
+                return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                    "link model '%s': unknown key '%.*s' (keys: h2d, d2h, lat, "
+                                    "h2d_lat, d2h_lat)",
+                                    spec, (int)kl, p);
+            }
+        }
+        fields++;
+        p += len;
+        if (*p == ',') p++;
+    }
+    if (m.gbps[0] <= 0 || m.gbps[1] <= 0)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "link model '%s': both h2d and d2h bandwidths are needed (GB/s)", spec);
+    *out = m;
+    return IG_OK;
+}
+
+const char *ig_link_describe(const ig_link_model *m, char *buf, size_t n) {
+    if (!m || !m->on)
+        snprintf(buf, n, "off");
+    else
+        snprintf(buf, n, "h2d %.3g GB/s + %.3g us, d2h %.3g GB/s + %.3g us", m->gbps[0],
+                 m->latency_s[0] * 1e6, m->gbps[1], m->latency_s[1] * 1e6);
+    return buf;
+}
+
+double ig_link_time(const ig_link_model *m, ig_link_dir dir, size_t bytes) {
+    if (!m || !m->on) return 0;
+    return m->latency_s[dir] + (double)bytes / (m->gbps[dir] * 1e9);
+}
+
+void ig_link_wait_until(double deadline) {
+    for (;;) {
+        double left = deadline - ig_time_s();
+        if (left <= 0) return;
+        if (left > 200e-6) { /* sleep most of it; the scheduler may overshoot by ~50-100 us */
+            double s = left - 150e-6;
+            struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+double ig_link_copy(const ig_link_model *m, ig_link_dir dir, void *dst, const void *src, size_t n) {
+    double t0 = ig_time_s();
+    if (n) memcpy(dst, src, n);
+    if (m && m->on) ig_link_wait_until(t0 + ig_link_time(m, dir, n));
+    return ig_time_s() - t0;
+}
