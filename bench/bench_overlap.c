@@ -1,0 +1,223 @@
+/* bench_overlap: how well weight streaming overlaps with compute on the CPU backend. The default
+ * model's weights are placed 100% in host memory and streamed layer by layer into the device region
+ * through the link model at several bandwidths, with overlap on and off. For each configuration it
+ * reports the decode step time against max(compute, transfer) (1.0 = perfect overlap) and against
+ * compute + transfer (what no overlap costs), where compute is the step time of the same run with
+ * every weight on the device and transfer is the measured time of the step's weight loads. Prints
+ * a table and writes JSON. */
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine/engine.h"
+#include "core/log.h"
+#include "core/model/model.h"
+#include "offload/link.h"
+#include "offload/placement.h"
+#include "offload/wstream.h"
+
+static void help(void) {
+    printf(
+        "usage: bench_overlap [--model PATH] [--threads N] [--dtype T] [--batch B]\n"
+        "                     [--prompt-len L] [--steps S] [--links 2,4,8,16] [--json FILE]\n\n"
+        "Decode step time with the weights streamed from host memory through the link model\n"
+        "(bandwidths in GB/s, 'off' = memory speed), overlap on and off, against the compute-only\n"
+        "step (weights on the device) measured in the same run.\n\n"
+        "  --model PATH      model (default: the installed SmolLM2-135M)\n"
+        "  --threads N       compute threads (default: all cores)\n"
+        "  --dtype T         weight storage f32|f16|bf16 (default f32)\n"
+        "  --batch B         sequences decoded together (default 8)\n"
+        "  --prompt-len L    prompt tokens per sequence (default 128)\n"
+        "  --steps S         decode steps timed (default 16)\n"
+        "  --links LIST      link bandwidths in GB/s (default off,16,8,4,2)\n"
+        "  --json FILE       write the results as JSON (default bench_overlap.json)\n");
+}
+
+typedef struct result {
+    double step_s, transfer_s, wait_s, bytes;
+} result;
+
+/* Prefill B prompts, then time S decode steps; the weights from ws (NULL: in place). */
+static int run(const ig_model *m, ig_wstream *ws, int threads, int B, int L, int S, result *r) {
+    const ig_model_config *c = ig_model_get_config(m);
+    ig_engine_opts o = {.max_seqs = B,
+                        .max_ctx = L + S + 4,
+                        .max_batch_tokens = B * L,
+                        .threads = threads,
+                        .weights = ws};
+    ig_engine *e = NULL;
+    ig_error err;
+    if (ig_engine_create(m, &o, &e, &err) != IG_OK) {
+        fprintf(stderr, "bench_overlap: %s\n", err.msg);
+        return -1;
+    }
+    int32_t *toks = malloc((size_t)B * (size_t)(L + S + 2) * sizeof *toks);
+    ig_seq_tokens *seqs = malloc((size_t)B * sizeof *seqs);
+    for (int i = 0; i < B * (L + S + 2); i++) toks[i] = (int32_t)((i * 7919 + 13) % c->vocab);
+    for (int b = 0; b < B; b++) seqs[b] = (ig_seq_tokens){b, toks + (size_t)b * (L + S + 2), L};
+    int ok = ig_engine_forward(e, seqs, B, &err) == IG_OK;
+    for (int step = -2; ok && step < S; step++) { /* two untimed steps */
+        if (step == 0) {
+            if (ws) ig_wstream_reset_stats(ws);
+            r->step_s = ig_time_s();
+        }
+        for (int b = 0; b < B; b++)
+            seqs[b] = (ig_seq_tokens){b, toks + (size_t)b * (L + S + 2) + L + 2 + step, 1};
+        ok = ig_engine_forward(e, seqs, B, &err) == IG_OK;
+    }
+    r->step_s = (ig_time_s() - r->step_s) / S;
+    if (ws) {
+        ig_wstream_stats st = ig_wstream_get_stats(ws);
+        r->transfer_s = st.transfer_s / S;
+        r->wait_s = st.wait_s / S;
+        r->bytes = st.h2d_bytes / S;
+    }
+    if (!ok) fprintf(stderr, "bench_overlap: %s\n", err.msg);
+    ig_engine_free(e);
+    free(toks);
+    free(seqs);
+    return ok ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    enum { O_MODEL = 1, O_THREADS, O_DTYPE, O_BATCH, O_PLEN, O_STEPS, O_LINKS, O_JSON };
+    static const struct option longopts[] = {{"model", required_argument, NULL, O_MODEL},
+                                             {"threads", required_argument, NULL, O_THREADS},
+                                             {"dtype", required_argument, NULL, O_DTYPE},
+                                             {"batch", required_argument, NULL, O_BATCH},
+                                             {"prompt-len", required_argument, NULL, O_PLEN},
+                                             {"steps", required_argument, NULL, O_STEPS},
+                                             {"links", required_argument, NULL, O_LINKS},
+                                             {"json", required_argument, NULL, O_JSON},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    const char *model_path = NULL, *json_path = "bench_overlap.json", *links = "off,16,8,4,2";
+    int threads = 0, B = 8, L = 128, S = 16;
+    ig_dtype dtype = IG_DTYPE_F32;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_MODEL:
+            model_path = optarg;
+            break;
+        case O_THREADS:
+            threads = atoi(optarg);
+            break;
+        case O_DTYPE: {
+            int t = ig_dtype_from_name(optarg);
+            if (t < 0 || !ig_dtype_is_float_storage((ig_dtype)t)) {
+                fprintf(stderr, "bench_overlap: --dtype %s: expected f32, f16 or bf16\n", optarg);
+                return 2;
+            }
+            dtype = (ig_dtype)t;
+            break;
+        }
+        case O_BATCH:
+            B = atoi(optarg);
+            break;
+        case O_PLEN:
+            L = atoi(optarg);
+            break;
+        case O_STEPS:
+            S = atoi(optarg);
+            break;
+        case O_LINKS:
+            links = optarg;
+            break;
+        case O_JSON:
+            json_path = optarg;
+            break;
+        case 'h':
+            help();
+            return 0;
+        default:
+            help();
+            return 2;
+        }
+    }
+    if (B < 1 || L < 1 || S < 1) {
+        fprintf(stderr, "bench_overlap: --batch, --prompt-len and --steps must be >= 1\n");
+        return 2;
+    }
+    ig_error err;
+    if (!model_path && !(model_path = ig_model_default_path(&err))) {
+        fprintf(stderr, "bench_overlap: %s\n", err.msg);
+        return 2;
+    }
+    ig_model *m = NULL;
+    ig_model_load_opts lo = {dtype, 1};
+    if (ig_model_load(model_path, &lo, &m, &err) != IG_OK) {
+        fprintf(stderr, "bench_overlap: %s\n", err.msg);
+        return 2;
+    }
+    int nl = ig_model_get_config(m)->n_layer;
+    ig_weight_placement p = {
+        nl, calloc((size_t)nl * IG_WT_COUNT, sizeof(ig_tier_ref)), {IG_TIER_DEVICE, -1}};
+    for (int i = 0; i < nl * IG_WT_COUNT; i++) p.tensor[i] = (ig_tier_ref){IG_TIER_HOST, -1};
+    result base = {0};
+    if (run(m, NULL, threads, B, L, S, &base) != 0) return 2;
+    printf(
+        "compute only (weights on the device): %.2f ms per decode step (batch %d, prompt %d)\n\n",
+        base.step_s * 1e3, B, L);
+    printf("%-8s %-8s %10s %12s %10s %12s %14s\n", "link", "overlap", "step ms", "transfer ms",
+           "wait ms", "step/max", "step/(sum)");
+    json_object *root = json_object_new_object(), *arr = json_object_new_array();
+    json_object_object_add(root, "model", json_object_new_string(model_path));
+    json_object_object_add(root, "batch", json_object_new_int(B));
+    json_object_object_add(root, "prompt_len", json_object_new_int(L));
+    json_object_object_add(root, "steps", json_object_new_int(S));
+    json_object_object_add(root, "compute_step_s", json_object_new_double(base.step_s));
+    char *list = strdup(links), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        ig_link_model link;
+        if (ig_link_parse(tok, &link, &err) != IG_OK) {
+            fprintf(stderr, "bench_overlap: --links: %s\n", err.msg);
+            rc = 2;
+            break;
+        }
+        for (int overlap = 1; overlap >= 0; overlap--) {
+            ig_wstream_opts wo = {m, &p, NULL, &link, overlap, 0, 0};
+            ig_wstream *ws = NULL;
+            result r = {0};
+            if (ig_wstream_create(&wo, &ws, &err) != IG_OK) {
+                fprintf(stderr, "bench_overlap: %s\n", err.msg);
+                rc = 2;
+                break;
+            }
+            if (run(m, ws, threads, B, L, S, &r) != 0) rc = 2;
+            ig_wstream_free(ws);
+            double mx = r.transfer_s > base.step_s ? r.transfer_s : base.step_s;
+            double sum = r.transfer_s + base.step_s;
+            printf("%-8s %-8s %10.2f %12.2f %10.2f %12.3f %14.3f\n", tok, overlap ? "on" : "off",
+                   r.step_s * 1e3, r.transfer_s * 1e3, r.wait_s * 1e3, r.step_s / mx,
+                   r.step_s / sum);
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "link", json_object_new_string(tok));
+            json_object_object_add(o, "link_gbps",
+                                   json_object_new_double(link.on ? link.gbps[0] : 0));
+            json_object_object_add(o, "overlap", json_object_new_boolean(overlap));
+            json_object_object_add(o, "step_s", json_object_new_double(r.step_s));
+            json_object_object_add(o, "transfer_s", json_object_new_double(r.transfer_s));
+            json_object_object_add(o, "wait_s", json_object_new_double(r.wait_s));
+            json_object_object_add(o, "h2d_bytes_per_step", json_object_new_double(r.bytes));
+            json_object_object_add(o, "step_over_max", json_object_new_double(r.step_s / mx));
+            json_object_object_add(o, "step_over_sum", json_object_new_double(r.step_s / sum));
+            json_object_array_add(arr, o);
+        }
+    }
+    free(list);
+    json_object_object_add(root, "runs", arr);
+    if (json_object_to_file_ext(json_path, root, JSON_C_TO_STRING_PRETTY) != 0) {
+        fprintf(stderr, "bench_overlap: cannot write %s\n", json_path);
+        rc = 2;
+    } else {
+        printf("\nwrote %s\n", json_path);
+    }
+    json_object_put(root);
+    free(p.tensor);
+    ig_model_free(m);
+    return rc;
+}
