@@ -211,6 +211,14 @@ size_t ig_kv_home_resident_bytes(const ig_kv_home *h) {
     return 2 * n * h->row_bytes;
 }
 
+size_t ig_kv_home_resident_bytes_slots(const ig_kv_home *h, int slot0, int slot1) {
+    size_t n = 0;
+    for (int l = 0; l < h->o.n_layer; l++)
+        for (int s = slot0 < 0 ? 0 : slot0; s < slot1 && s < h->o.n_slots; s++)
+            for (int g = 0; g < h->o.n_kv_head; g++) n += (size_t)h->n_used[table(h, l, s, g)];
+    return 2 * n * h->row_bytes;
+}
+
 size_t ig_kv_home_allocated_bytes(const ig_kv_home *h) {
     return 2 * h->n_tables * (size_t)h->o.capacity * h->row_bytes;
 }

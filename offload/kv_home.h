@@ -71,6 +71,8 @@ void ig_kv_home_read(const ig_kv_home *h, int layer, int slot, int head, const i
 
 /* Bytes of the entries in use (K and V), and of the whole allocation. */
 size_t ig_kv_home_resident_bytes(const ig_kv_home *h);
+/* The same for slots [slot0, slot1) only. */
+size_t ig_kv_home_resident_bytes_slots(const ig_kv_home *h, int slot0, int slot1);
 size_t ig_kv_home_allocated_bytes(const ig_kv_home *h);
 
 #endif

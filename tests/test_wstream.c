@@ -193,15 +193,19 @@ static int suite_clean(void) {
 /* Prefill of two sequences then 6 decode steps; all logits, malloc'd. */
 enum { STEPS = 6, PROMPT = 11 };
 
-static float *run_model(const ig_model *m, ig_wstream *ws, const ig_policy_ops *policy,
-                        size_t *n_out) {
+static ig_kv_stats g_last_kv;
+static size_t g_last_home, g_last_home_dev;
+
+static float *run_model_kv(const ig_model *m, ig_wstream *ws, const ig_policy_ops *policy,
+                           int kv_device_slots, size_t *n_out) {
     const ig_model_config *c = ig_model_get_config(m);
     ig_engine_opts o = {.max_seqs = 2,
                         .max_ctx = 64,
                         .max_batch_tokens = 64,
                         .threads = 2,
                         .policy = policy,
-                        .weights = ws};
+                        .weights = ws,
+                        .kv_device_slots = kv_device_slots};
     ig_engine *e = NULL;
     ig_error err;
     if (ig_engine_create(m, &o, &e, &err) != IG_OK) return NULL;
@@ -225,6 +229,9 @@ static float *run_model(const ig_model *m, ig_wstream *ws, const ig_policy_ops *
             n += 2 * V;
         }
     }
+    g_last_kv = ig_engine_get_kv_stats(e);
+    g_last_home = ig_engine_kv_home_bytes(e);
+    g_last_home_dev = ig_engine_kv_home_device_bytes(e);
     ig_engine_free(e);
     if (!ok) {
         fprintf(stderr, "forward: %s\n", err.msg);
@@ -233,6 +240,11 @@ static float *run_model(const ig_model *m, ig_wstream *ws, const ig_policy_ops *
     }
     *n_out = n;
     return out;
+}
+
+static float *run_model(const ig_model *m, ig_wstream *ws, const ig_policy_ops *policy,
+                        size_t *n_out) {
+    return run_model_kv(m, ws, policy, 0, n_out);
 }
 
 typedef enum layout { ALL_DEVICE, ALL_HOST, ALL_DISK, MIXED } layout;
@@ -416,6 +428,43 @@ static void test_stream_capacity(void) {
     free(p.tensor);
 }
 
+/* KV homed on the device for some sequences (FlexGen's cache_gpu_percent in whole sequences): same
+ * logits; their rows cross no link; resident bytes split between the tiers. */
+static void test_kv_device_slots(void) {
+    const ig_model *m = g_models[0];
+    const ig_policy_ops *full = ig_policy_find("full");
+    size_t n0 = 0, n = 0;
+    float *ref = run_model_kv(m, NULL, full, 0, &n0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    ig_kv_stats all_host = g_last_kv;
+    size_t home = g_last_home;
+    CU_ASSERT(all_host.h2d_bytes > 0 && all_host.d2h_bytes > 0 && g_last_home_dev == 0);
+    for (int dev = 1; dev <= 2; dev++) {
+        float *out = run_model_kv(m, NULL, full, dev, &n);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+        CU_ASSERT(n == n0 && memcmp(out, ref, n * sizeof(float)) == 0);
+        CU_ASSERT_EQUAL(g_last_home, home);
+        if (dev == 2) {
+            CU_ASSERT(g_last_kv.h2d_bytes == 0 && g_last_kv.d2h_bytes == 0);
+            CU_ASSERT_EQUAL(g_last_home_dev, home);
+        } else {
+            CU_ASSERT(g_last_kv.h2d_bytes > 0 && g_last_kv.h2d_bytes < all_host.h2d_bytes);
+            CU_ASSERT(g_last_home_dev > 0 && g_last_home_dev < home);
+        }
+        printf("\n    %d of 2 sequences' KV on the device: h2d %.0f of %.0f bytes, home %zu of %zu "
+               "bytes on the device",
+               dev, g_last_kv.h2d_bytes, all_host.h2d_bytes, g_last_home_dev, home);
+        free(out);
+    }
+    ig_engine *e = NULL;
+    ig_engine_opts bad = {.max_seqs = 2, .max_ctx = 8, .max_batch_tokens = 8, .kv_device_slots = 3};
+    ig_error err;
+    CU_ASSERT_NOT_EQUAL(ig_engine_create(m, &bad, &e, &err), IG_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "kv_device_slots 3"));
+    free(ref);
+    printf("\n    ");
+}
+
 void ig_test_register(void) {
     ig_log_set_level(IG_LOG_WARN);
     CU_pSuite s = CU_add_suite("link_disk", NULL, NULL);
@@ -429,4 +478,5 @@ void ig_test_register(void) {
     CU_add_test(w, "bytes_counted", test_stream_counts);
     CU_add_test(w, "link_time", test_stream_link_time);
     CU_add_test(w, "capacity", test_stream_capacity);
+    CU_add_test(w, "kv_device_slots", test_kv_device_slots);
 }

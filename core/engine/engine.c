@@ -21,6 +21,10 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
     *out = NULL;
     const ig_model_config *c = ig_model_get_config(m);
     ig_engine_opts o = *opts;
+    if (o.kv_device_slots < 0 || o.kv_device_slots > o.max_seqs)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "engine: kv_device_slots %d outside [0, max_seqs %d]",
+                            o.kv_device_slots, o.max_seqs);
     if (o.max_seqs <= 0 || o.max_seqs > 4096)
         return ig_error_set(err, IG_ERR_INVALID_ARG, "max_seqs %d out of range 1..4096",
                             o.max_seqs);
@@ -262,8 +266,8 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
         }
     }
     for (int l = 0; l < c->n_layer; l++) {
-        const ig_layer *L = e->opts.weights ? ig_wstream_layer(e->opts.weights, l)
-                                            : ig_model_layer(e->model, l);
+        const ig_layer *L =
+            e->opts.weights ? ig_wstream_layer(e->opts.weights, l) : ig_model_layer(e->model, l);
         if (!L) /* a weight load failed (disk I/O); the caches of this call are not valid */
             return ig_error_set(err, IG_ERR_IO, "forward: layer %d weights: %s", l,
                                 ig_wstream_error(e->opts.weights));
@@ -368,6 +372,10 @@ size_t ig_engine_kv_home_bytes(const ig_engine *e) {
     size_t n = 0;
     for (int s = 0; s < e->opts.max_seqs; s++) n += (size_t)e->seq_len[s];
     return n * ig_engine_kv_bytes_per_token(e);
+}
+
+size_t ig_engine_kv_home_device_bytes(const ig_engine *e) {
+    return e->kv ? ig_kv_run_home_bytes_slots(e->kv, 0, e->opts.kv_device_slots) : 0;
 }
 
 size_t ig_engine_kv_device_bytes(const ig_engine *e) {

@@ -39,6 +39,10 @@ typedef struct ig_engine_opts {
      * loaded. Otherwise each layer's weights come from this stream (placed on device, host or disk,
      * loaded ahead with overlap); not owned, must outlive the engine's forward calls. */
     struct ig_wstream *weights;
+    /* KV placement in whole sequences (FlexGen's cache_gpu_percent): slots [0, kv_device_slots)
+     * have their KV home on the device, so their rows never cross the link (no h2d/d2h bytes); the
+     * other slots' homes are in host memory. With a policy only. */
+    int kv_device_slots;
 } ig_engine_opts;
 
 /* KV traffic and time, accumulated over decode tokens (one token of one sequence) since create or
@@ -94,6 +98,8 @@ ig_kv_stats ig_engine_get_kv_stats(const ig_engine *e);
 /* KV bytes resident now: home tier entries in use, and the working set plus policy metadata that a
  * GPU run would hold on the device. */
 size_t ig_engine_kv_home_bytes(const ig_engine *e);
+/* Of those, the bytes homed on the device (slots below kv_device_slots). */
+size_t ig_engine_kv_home_device_bytes(const ig_engine *e);
 size_t ig_engine_kv_device_bytes(const ig_engine *e);
 /* Bytes of one encoded K (or V) row of one head in the home tier (with a policy). */
 size_t ig_engine_kv_row_bytes(const ig_engine *e);

@@ -44,6 +44,7 @@ void ig_kv_call_begin(ig_engine *e);
 ig_kv_stats ig_kv_run_stats(const ig_kv_run *r);
 void ig_kv_run_reset_stats(ig_kv_run *r);
 size_t ig_kv_run_home_bytes(const ig_kv_run *r);
+size_t ig_kv_run_home_bytes_slots(const ig_kv_run *r, int slot0, int slot1);
 size_t ig_kv_run_device_bytes(const ig_kv_run *r);
 void *ig_kv_run_policy_state(const ig_kv_run *r);
 size_t ig_kv_run_row_bytes(const ig_kv_run *r);

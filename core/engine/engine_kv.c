@@ -275,6 +275,9 @@ void ig_kv_run_reset_stats(ig_kv_run *r) {
 size_t ig_kv_run_home_bytes(const ig_kv_run *r) {
     return ig_kv_home_resident_bytes(r->home);
 }
+size_t ig_kv_run_home_bytes_slots(const ig_kv_run *r, int slot0, int slot1) {
+    return ig_kv_home_resident_bytes_slots(r->home, slot0, slot1);
+}
 void *ig_kv_run_policy_state(const ig_kv_run *r) {
     return r->st;
 }
@@ -499,6 +502,8 @@ static void store_new(ig_engine *e, int layer, int s) {
         }
     }
     double bytes = 2.0 * (double)q->n_tokens * (double)r->G * (double)r->row_bytes;
+    if (q->slot < e->opts.kv_device_slots) /* homed on the device: nothing crosses the link */
+        bytes = 0;
     if (is_decode(e, s))
         r->stats.d2h_bytes += bytes;
     else
@@ -644,7 +649,8 @@ static void decode_seq(ig_engine *e, int layer, int i) {
         r->stats.selected_rows += rows;
         r->stats.resident_rows += rows;
         r->stats.context_rows += (double)e->p0[s] * r->G;
-        r->stats.h2d_bytes += 2.0 * rows * (double)r->row_bytes;
+        if (slot >= e->opts.kv_device_slots)
+            r->stats.h2d_bytes += 2.0 * rows * (double)r->row_bytes;
         r->stats.read_bytes += 2.0 * (rows + r->G) * (double)r->row_bytes;
         if (r->shadow_k) { /* every token attended: the exact top-k is always contained */
             r->stats.recall_sum += r->H;
@@ -702,7 +708,8 @@ static void decode_seq(ig_engine *e, int layer, int i) {
     r->stats.selected_rows += selected;
     r->stats.resident_rows += resident;
     r->stats.context_rows += (double)e->p0[s] * r->G;
-    r->stats.h2d_bytes += 2.0 * selected * (double)r->row_bytes;
+    if (slot >= e->opts.kv_device_slots)
+        r->stats.h2d_bytes += 2.0 * selected * (double)r->row_bytes;
     r->stats.read_bytes += r->inplace ? 2.0 * (selected + r->G) * (double)r->row_bytes
                                       : 2.0 * selected * ((double)r->row_bytes + 4.0 * r->hd) +
                                             2.0 * r->G * 4.0 * r->hd;
