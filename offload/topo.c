@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -191,7 +192,20 @@ static ig_status extract(ig_topo *t, ig_error *err) {
 
 /* ---- loading --------------------------------------------------------------------------------- */
 
+/* hwloc dlopens its plugins (pci, opencl, gl) when the first topology is initialised and dlcloses
+ * them when the last one is destroyed. One initialised, never-loaded topology kept for the process
+ * keeps them resident: no reloading per topology, and what libpciaccess keeps after a PCI scan
+ * stays reachable from its globals (unloaded, it was reported as a leak from an unnamed module,
+ * which no LeakSanitizer suppression can match). */
+static pthread_once_t g_plugins_once = PTHREAD_ONCE_INIT;
+static hwloc_topology_t g_plugins_anchor;
+
+static void keep_plugins_loaded(void) {
+    if (hwloc_topology_init(&g_plugins_anchor) != 0) g_plugins_anchor = NULL;
+}
+
 static ig_status topo_new(ig_topo_source src, const char *desc, ig_topo **out, ig_error *err) {
+    pthread_once(&g_plugins_once, keep_plugins_loaded);
     ig_topo *t = ig_calloc(1, sizeof *t, err);
     if (!t) return IG_ERR_NOMEM;
     t->source = src;
