@@ -123,5 +123,6 @@ int ig_cmd_info(int argc, char **argv);
 int ig_cmd_policies(int argc, char **argv);
 int ig_cmd_bench_decode(int argc, char **argv);
 int ig_cmd_calibrate(int argc, char **argv);
+int ig_cmd_topo(int argc, char **argv);
 
 #endif

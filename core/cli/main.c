@@ -15,6 +15,7 @@ static const struct {
     {"policies", ig_cmd_policies, "list the KV-cache policies and their parameters"},
     {"bench-decode", ig_cmd_bench_decode, "decode throughput and KV traffic of one configuration"},
     {"calibrate", ig_cmd_calibrate, "InfiniGen's offline skewing: write a skew file for a model"},
+    {"topo", ig_cmd_topo, "the machine's packages, NUMA nodes and GPUs (hwloc)"},
 };
 
 static const char *command_list(void) {

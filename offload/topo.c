@@ -1,0 +1,541 @@
+/* Topology discovery and loading with hwloc: everything the planner and the host tier need is
+ * extracted once at load time into plain arrays. A topology that does not load is an error with
+ * the file or string named, never a crash; nothing here binds or allocates memory for tensors. */
+#include "offload/topo.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hwloc.h>
+
+#include "core/log.h"
+
+struct ig_topo {
+    hwloc_topology_t hw;
+    ig_topo_source source;
+    char *source_desc;
+    int this_system;
+    int n_packages, n_cores, n_pus;
+    int n_numa;
+    ig_topo_numa *numa;
+    int n_gpus;
+    ig_topo_gpu *gpus;
+};
+
+/* ---- extraction ------------------------------------------------------------------------------ */
+
+static int count_inside(hwloc_topology_t hw, hwloc_const_cpuset_t set, hwloc_obj_type_t type) {
+    if (!set || hwloc_bitmap_iszero(set)) return 0;
+    return hwloc_get_nbobjs_inside_cpuset_by_type(hw, set, type);
+}
+
+static int numa_package(hwloc_topology_t hw, hwloc_obj_t node) {
+    hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(hw, HWLOC_OBJ_PACKAGE, node);
+    if (pkg) return (int)pkg->logical_index;
+    /* A node attached above the packages (one node for the whole machine) has no package
+     * ancestor; it belongs to a package only if its CPUs all lie in one. */
+    if (!node->cpuset || hwloc_bitmap_iszero(node->cpuset)) return -1;
+    int n = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_PACKAGE);
+    for (int i = 0; i < n; i++) {
+        hwloc_obj_t p = hwloc_get_obj_by_type(hw, HWLOC_OBJ_PACKAGE, (unsigned)i);
+        if (p->cpuset && hwloc_bitmap_isincluded(node->cpuset, p->cpuset)) return i;
+    }
+    return -1;
+}
+
+/* The NUMA node an I/O object hangs off, from its first non-I/O ancestor: the smallest node whose
+ * CPUs cover the ancestor's (memory attached at or above it); else, below a package or group,
+ * the first node inside it; at the machine level with several nodes inside, unknown (-1). */
+static int io_numa(hwloc_topology_t hw, hwloc_obj_t io) {
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(hw, io);
+    if (!anc) return -1;
+    int n = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
+    hwloc_obj_t best = NULL;
+    int best_w = INT_MAX;
+    if (anc->cpuset && !hwloc_bitmap_iszero(anc->cpuset)) {
+        for (int i = 0; i < n; i++) {
+            hwloc_obj_t nd = hwloc_get_obj_by_type(hw, HWLOC_OBJ_NUMANODE, (unsigned)i);
+            if (!nd->cpuset || !hwloc_bitmap_isincluded(anc->cpuset, nd->cpuset)) continue;
+            int w = hwloc_bitmap_weight(nd->cpuset);
+            if (w >= 0 && w < best_w) {
+                best = nd;
+                best_w = w;
+            }
+        }
+    }
+    if (best) return (int)best->os_index;
+    if (!anc->nodeset) return -1;
+    int inside = hwloc_bitmap_weight(anc->nodeset);
+    if (inside <= 0) return -1;
+    if (inside > 1 && anc == hwloc_get_root_obj(hw)) return -1;
+    return hwloc_bitmap_first(anc->nodeset); /* nodesets are indexed by OS index */
+}
+
+static int is_nvidia_gpu_pci(hwloc_obj_t o) {
+    return o && o->type == HWLOC_OBJ_PCI_DEVICE && o->attr->pcidev.vendor_id == 0x10de &&
+           (o->attr->pcidev.class_id >> 8) == 0x03;
+}
+
+static int cuda_index_of(hwloc_obj_t os) {
+    if (!os || os->type != HWLOC_OBJ_OS_DEVICE || !os->name) return -1;
+    if (strncmp(os->name, "cuda", 4) != 0) return -1;
+    const char *p = os->name + 4;
+    if (*p < '0' || *p > '9') return -1;
+    char *end = NULL;
+    long v = strtol(p, &end, 10);
+    if (*end || v < 0 || v > INT_MAX) return -1;
+    return (int)v;
+}
+
+static hwloc_obj_t pci_ancestor(hwloc_obj_t o) {
+    for (hwloc_obj_t p = o ? o->parent : NULL; p; p = p->parent)
+        if (p->type == HWLOC_OBJ_PCI_DEVICE) return p;
+    return NULL;
+}
+
+static void copy_str(char *dst, size_t n, const char *src) {
+    snprintf(dst, n, "%s", src ? src : "");
+}
+
+static void fill_gpu(hwloc_topology_t hw, ig_topo_gpu *g, hwloc_obj_t pci, hwloc_obj_t cuda_os) {
+    memset(g, 0, sizeof *g);
+    g->cuda_index = cuda_index_of(cuda_os);
+    g->numa = io_numa(hw, pci ? pci : cuda_os);
+    const char *model = cuda_os ? hwloc_obj_get_info_by_name(cuda_os, "GPUModel") : NULL;
+    if (pci) {
+        snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "%04x:%02x:%02x.%01x",
+                 (unsigned)pci->attr->pcidev.domain, (unsigned)pci->attr->pcidev.bus,
+                 (unsigned)pci->attr->pcidev.dev, (unsigned)pci->attr->pcidev.func);
+        g->pci_vendor = pci->attr->pcidev.vendor_id;
+        g->pci_device = pci->attr->pcidev.device_id;
+        size_t len = 0;
+        for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling) {
+            if (c->type != HWLOC_OBJ_OS_DEVICE || !c->name) continue;
+            if (!model) model = hwloc_obj_get_info_by_name(c, "GPUModel");
+            int w = snprintf(g->os_devices + len, sizeof g->os_devices - len, "%s%s",
+                             len ? "," : "", c->name);
+            if (w < 0 || (size_t)w >= sizeof g->os_devices - len) break; /* keep what fits */
+            len += (size_t)w;
+        }
+        if (!model) model = hwloc_obj_get_info_by_name(pci, "PCIDevice");
+    } else if (cuda_os) {
+        copy_str(g->os_devices, sizeof g->os_devices, cuda_os->name);
+    }
+    if (model)
+        copy_str(g->name, sizeof g->name, model);
+    else
+        snprintf(g->name, sizeof g->name, "NVIDIA [%04x:%04x]", g->pci_vendor, g->pci_device);
+    const char *mem = cuda_os ? hwloc_obj_get_info_by_name(cuda_os, "CUDAGlobalMemorySize") : NULL;
+    if (mem) g->memory_bytes = (size_t)strtoull(mem, NULL, 10) * 1024; /* hwloc reports KiB */
+}
+
+static int cmp_gpu(const void *a, const void *b) {
+    const ig_topo_gpu *x = a, *y = b;
+    /* CUDA devices first by index; PCI-only ones keep their (PCI) order, made stable by bus id. */
+    if ((x->cuda_index < 0) != (y->cuda_index < 0)) return x->cuda_index < 0 ? 1 : -1;
+    if (x->cuda_index >= 0)
+        return (x->cuda_index > y->cuda_index) - (x->cuda_index < y->cuda_index);
+    return strcmp(x->pci_bus_id, y->pci_bus_id);
+}
+
+static ig_status extract(ig_topo *t, ig_error *err) {
+    hwloc_topology_t hw = t->hw;
+    t->this_system = hwloc_topology_is_thissystem(hw);
+    t->n_packages = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_PACKAGE);
+    t->n_cores = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_CORE);
+    t->n_pus = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_PU);
+    int nn = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
+    if (nn <= 0)
+        return ig_error_set(err, IG_ERR_FORMAT, "the topology has no NUMA node (hwloc found %d)",
+                            nn);
+    t->numa = ig_calloc((size_t)nn, sizeof *t->numa, err);
+    if (!t->numa) return IG_ERR_NOMEM;
+    t->n_numa = nn;
+    for (int i = 0; i < nn; i++) {
+        hwloc_obj_t nd = hwloc_get_obj_by_type(hw, HWLOC_OBJ_NUMANODE, (unsigned)i);
+        ig_topo_numa *o = &t->numa[i];
+        o->os_index = (int)nd->os_index;
+        o->local_bytes = (size_t)nd->attr->numanode.local_memory;
+        o->n_cores = count_inside(hw, nd->cpuset, HWLOC_OBJ_CORE);
+        o->n_pus = count_inside(hw, nd->cpuset, HWLOC_OBJ_PU);
+        o->package = numa_package(hw, nd);
+    }
+
+    /* GPUs: every cudaN OS device, then NVIDIA display/3D PCI devices that have none. */
+    int cap = 0;
+    for (hwloc_obj_t os = hwloc_get_next_osdev(hw, NULL); os; os = hwloc_get_next_osdev(hw, os))
+        cap += cuda_index_of(os) >= 0;
+    for (hwloc_obj_t p = hwloc_get_next_pcidev(hw, NULL); p; p = hwloc_get_next_pcidev(hw, p))
+        cap += is_nvidia_gpu_pci(p);
+    if (cap == 0) return IG_OK;
+    t->gpus = ig_calloc((size_t)cap, sizeof *t->gpus, err);
+    if (!t->gpus) return IG_ERR_NOMEM;
+    for (hwloc_obj_t os = hwloc_get_next_osdev(hw, NULL); os; os = hwloc_get_next_osdev(hw, os))
+        if (cuda_index_of(os) >= 0) fill_gpu(hw, &t->gpus[t->n_gpus++], pci_ancestor(os), os);
+    for (hwloc_obj_t p = hwloc_get_next_pcidev(hw, NULL); p; p = hwloc_get_next_pcidev(hw, p)) {
+        if (!is_nvidia_gpu_pci(p)) continue;
+        int has_cuda = 0;
+        for (hwloc_obj_t c = p->io_first_child; c; c = c->next_sibling)
+            has_cuda |= cuda_index_of(c) >= 0;
+        if (!has_cuda) fill_gpu(hw, &t->gpus[t->n_gpus++], p, NULL);
+    }
+    qsort(t->gpus, (size_t)t->n_gpus, sizeof *t->gpus, cmp_gpu);
+    return IG_OK;
+}
+
+/* ---- loading --------------------------------------------------------------------------------- */
+
+/* hwloc dlopens its plugins (pci, opencl, gl) when the first topology is initialised and dlcloses
+ * them when the last one is destroyed. One initialised, never-loaded topology kept for the process
+ * keeps them resident: no reloading per topology, and what libpciaccess keeps after a PCI scan
+ * stays reachable from its globals (unloaded, it was reported as a leak from an unnamed module,
+ * which no LeakSanitizer suppression can match). */
+static pthread_once_t g_plugins_once = PTHREAD_ONCE_INIT;
+static hwloc_topology_t g_plugins_anchor;
+
+static void keep_plugins_loaded(void) {
+    if (hwloc_topology_init(&g_plugins_anchor) != 0) g_plugins_anchor = NULL;
+}
+
+static ig_status topo_new(ig_topo_source src, const char *desc, ig_topo **out, ig_error *err) {
+    pthread_once(&g_plugins_once, keep_plugins_loaded);
+    ig_topo *t = ig_calloc(1, sizeof *t, err);
+    if (!t) return IG_ERR_NOMEM;
+    t->source = src;
+    size_t n = strlen(desc) + 1;
+    t->source_desc = ig_malloc(n, err);
+    if (!t->source_desc) {
+        free(t);
+        return IG_ERR_NOMEM;
+    }
+    memcpy(t->source_desc, desc, n);
+    if (hwloc_topology_init(&t->hw) != 0) {
+        free(t->source_desc);
+        free(t);
+        return ig_error_set(err, IG_ERR_NOMEM, "hwloc_topology_init failed: %s", strerror(errno));
+    }
+    /* I/O objects are dropped by default; GPUs (PCI devices and cudaN/nvmlN OS devices) are the
+     * point here. */
+    hwloc_topology_set_io_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    *out = t;
+    return IG_OK;
+}
+
+static ig_status topo_finish(ig_topo *t, ig_topo **out, ig_error *err) {
+    ig_status rc = extract(t, err);
+    if (rc != IG_OK) {
+        ig_error_prefix(err, "%s: ", t->source_desc);
+        ig_topo_free(t);
+        return rc;
+    }
+    *out = t;
+    return IG_OK;
+}
+
+ig_status ig_topo_discover(ig_topo **out, ig_error *err) {
+    if (!out) return ig_error_set(err, IG_ERR_INVALID_ARG, "ig_topo_discover: out is NULL");
+    *out = NULL;
+    ig_topo *t = NULL;
+    IG_TRY(topo_new(IG_TOPO_SRC_THIS_SYSTEM, "this system", &t, err));
+    if (hwloc_topology_load(t->hw) != 0) {
+        int e = errno;
+        ig_topo_free(t);
+        return ig_error_set(err, IG_ERR_IO, "hwloc could not discover this machine's topology: %s",
+                            strerror(e));
+    }
+    return topo_finish(t, out, err);
+}
+
+/* hwloc's XML errors say little; look at the file first so the message can say what is wrong. */
+static ig_status check_xml_file(const char *path, ig_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return ig_error_set(err, errno == ENOENT ? IG_ERR_NOT_FOUND : IG_ERR_IO,
+                            "%s: cannot open hwloc XML topology: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return ig_error_set(err, IG_ERR_IO,
+                            "%s: is a directory, expected an hwloc XML topology file", path);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return ig_error_set(err, IG_ERR_IO, "%s: cannot read hwloc XML topology: %s", path,
+                            strerror(errno));
+    char head[65536];
+    ssize_t got = read(fd, head, sizeof head - 1);
+    int e = errno;
+    close(fd);
+    if (got < 0)
+        return ig_error_set(err, IG_ERR_IO, "%s: cannot read hwloc XML topology: %s", path,
+                            strerror(e));
+    head[got] = '\0';
+    const char *p = head;
+    if ((unsigned char)p[0] == 0xef && (unsigned char)p[1] == 0xbb && (unsigned char)p[2] == 0xbf)
+        p += 3; /* UTF-8 byte order mark */
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    if (got == 0 || !*p)
+        return ig_error_set(err, IG_ERR_FORMAT, "%s: empty file, not an hwloc XML topology", path);
+    if (*p != '<')
+        return ig_error_set(err, IG_ERR_FORMAT,
+                            "%s: not an XML file, so not an hwloc XML topology (export one with "
+                            "'lstopo FILE.xml')",
+                            path);
+    const char *top = strstr(p, "<topology");
+    if (!top)
+        return ig_error_set(err, IG_ERR_FORMAT,
+                            "%s: XML but not an hwloc topology (no <topology> element)", path);
+    const char *ver = strstr(top, "version=\"");
+    const char *close_tag = strchr(top, '>');
+    if (ver && close_tag && ver < close_tag && ver[9] >= '3' && ver[9] <= '9')
+        return ig_error_set(err, IG_ERR_UNSUPPORTED,
+                            "%s: hwloc XML format version %.3s is from a newer hwloc; this build "
+                            "uses hwloc %u.%u, which reads format 2.0 (export with hwloc 2.x)",
+                            path, ver + 9, hwloc_get_api_version() >> 16,
+                            (hwloc_get_api_version() >> 8) & 0xff);
+    return IG_OK;
+}
+
+ig_status ig_topo_load_xml(const char *path, ig_topo **out, ig_error *err) {
+    if (!out || !path || !*path)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "ig_topo_load_xml: no file given");
+    *out = NULL;
+    IG_TRY(check_xml_file(path, err));
+    ig_topo *t = NULL;
+    IG_TRY(topo_new(IG_TOPO_SRC_XML, path, &t, err));
+    if (hwloc_topology_set_xml(t->hw, path) != 0 || hwloc_topology_load(t->hw) != 0) {
+        ig_topo_free(t);
+        return ig_error_set(err, IG_ERR_FORMAT,
+                            "%s: not a valid hwloc XML topology (malformed or truncated: hwloc's "
+                            "XML parser rejected it)",
+                            path);
+    }
+    return topo_finish(t, out, err);
+}
+
+/* Names the first level of a rejected synthetic description whose type hwloc does not know. */
+static void synthetic_hint(const char *desc, char *hint, size_t n) {
+    hint[0] = '\0';
+    const char *p = desc;
+    while (*p) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) break;
+        size_t len = strcspn(p, " \t");
+        size_t tlen = strcspn(p, ":( \t");
+        char tok[64];
+        snprintf(tok, sizeof tok, "%.*s", (int)(tlen < sizeof tok ? tlen : sizeof tok - 1), p);
+        hwloc_obj_type_t type;
+        union hwloc_obj_attr_u attr;
+        /* a level "TYPE:N"; memory-only and attribute syntax ([...], (...)) is left to hwloc */
+        if (tok[0] && tok[0] != '[' && isalpha((unsigned char)tok[0]) &&
+            hwloc_type_sscanf(tok, &type, &attr, sizeof attr) != 0) {
+            snprintf(hint, n, ": '%s' is not an hwloc object type", tok);
+            return;
+        }
+        if (tok[0] && p[tlen] != ':' && isalpha((unsigned char)tok[0])) {
+            snprintf(hint, n, ": level '%.*s' has no ':COUNT'", (int)(len < 40 ? len : 40), p);
+            return;
+        }
+        p += len;
+    }
+}
+
+ig_status ig_topo_load_synthetic(const char *desc, ig_topo **out, ig_error *err) {
+    if (!out || !desc)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "ig_topo_load_synthetic: no description");
+    *out = NULL;
+    ig_topo *t = NULL;
+    IG_TRY(topo_new(IG_TOPO_SRC_SYNTHETIC, desc, &t, err));
+    if (hwloc_topology_set_synthetic(t->hw, desc) != 0 || hwloc_topology_load(t->hw) != 0) {
+        ig_topo_free(t);
+        char hint[128];
+        synthetic_hint(desc, hint, sizeof hint);
+        return ig_error_set(err, IG_ERR_FORMAT,
+                            "bad synthetic topology '%s'%s (expected levels TYPE:COUNT from the "
+                            "top down, e.g. \"pack:2 numa:1 core:4 pu:2\")",
+                            desc, hint);
+    }
+    return topo_finish(t, out, err);
+}
+
+void ig_topo_free(ig_topo *t) {
+    if (!t) return;
+    if (t->hw) hwloc_topology_destroy(t->hw);
+    free(t->numa);
+    free(t->gpus);
+    free(t->source_desc);
+    free(t);
+}
+
+/* ---- accessors ------------------------------------------------------------------------------- */
+
+ig_topo_source ig_topo_source_kind(const ig_topo *t) {
+    return t->source;
+}
+const char *ig_topo_source_desc(const ig_topo *t) {
+    return t->source_desc;
+}
+int ig_topo_is_this_system(const ig_topo *t) {
+    return t->this_system;
+}
+int ig_topo_n_packages(const ig_topo *t) {
+    return t->n_packages;
+}
+int ig_topo_n_cores(const ig_topo *t) {
+    return t->n_cores;
+}
+int ig_topo_n_pus(const ig_topo *t) {
+    return t->n_pus;
+}
+int ig_topo_n_numa(const ig_topo *t) {
+    return t->n_numa;
+}
+const ig_topo_numa *ig_topo_numa_at(const ig_topo *t, int i) {
+    return i >= 0 && i < t->n_numa ? &t->numa[i] : NULL;
+}
+int ig_topo_numa_find(const ig_topo *t, int os_index) {
+    for (int i = 0; i < t->n_numa; i++)
+        if (t->numa[i].os_index == os_index) return i;
+    return -1;
+}
+size_t ig_topo_total_memory(const ig_topo *t) {
+    size_t s = 0;
+    for (int i = 0; i < t->n_numa; i++) s += t->numa[i].local_bytes;
+    return s;
+}
+void ig_topo_numa_list(const ig_topo *t, char *buf, size_t n) {
+    if (!n) return;
+    buf[0] = '\0';
+    size_t len = 0;
+    for (int i = 0; i < t->n_numa && len < n; i++) {
+        int w = snprintf(buf + len, n - len, "%s%d", i ? ", " : "", t->numa[i].os_index);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+}
+int ig_topo_n_gpus(const ig_topo *t) {
+    return t->n_gpus;
+}
+const ig_topo_gpu *ig_topo_gpu_at(const ig_topo *t, int i) {
+    return i >= 0 && i < t->n_gpus ? &t->gpus[i] : NULL;
+}
+int ig_topo_gpu_find_cuda(const ig_topo *t, int cuda_index) {
+    for (int i = 0; i < t->n_gpus; i++)
+        if (cuda_index >= 0 && t->gpus[i].cuda_index == cuda_index) return i;
+    return -1;
+}
+struct hwloc_topology *ig_topo_hwloc(const ig_topo *t) {
+    return t->hw;
+}
+
+ig_status ig_topo_fill_machine(const ig_topo *t, int gpu, ig_machine *m) {
+    if (gpu >= 0 && t->n_gpus > 0 && gpu >= t->n_gpus) return IG_ERR_INVALID_ARG;
+    memset(m, 0, sizeof *m);
+    int n = t->n_numa;
+    if (n > IG_MAX_NUMA) {
+        IG_WARN("topology %s has %d NUMA nodes; planning with the first %d", t->source_desc, n,
+                IG_MAX_NUMA);
+        n = IG_MAX_NUMA;
+    }
+    m->n_numa = n;
+    for (int i = 0; i < n; i++) {
+        m->numa_os[i] = t->numa[i].os_index;
+        m->numa_bytes[i] = t->numa[i].local_bytes;
+    }
+    m->device_numa = (gpu >= 0 && t->n_gpus > 0) ? t->gpus[gpu].numa : t->numa[0].os_index;
+    return IG_OK;
+}
+
+/* ---- output ---------------------------------------------------------------------------------- */
+
+static const char *source_kind_name(ig_topo_source s) {
+    switch (s) {
+    case IG_TOPO_SRC_THIS_SYSTEM:
+        return "this_system";
+    case IG_TOPO_SRC_XML:
+        return "xml";
+    case IG_TOPO_SRC_SYNTHETIC:
+        return "synthetic";
+    }
+    return "?";
+}
+
+void ig_topo_print(const ig_topo *t, FILE *f) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    if (t->source == IG_TOPO_SRC_THIS_SYSTEM)
+        fprintf(f, "topology    this system\n");
+    else
+        fprintf(f, "topology    %s %s%s\n", t->source == IG_TOPO_SRC_XML ? "XML" : "synthetic",
+                t->source_desc, t->this_system ? " (this system)" : " (not this system)");
+    fprintf(f, "packages    %d\n", t->n_packages);
+    fprintf(f, "cores       %d (%d PUs)\n", t->n_cores, t->n_pus);
+    fprintf(f, "NUMA nodes  %d, %.1f GiB in all\n", t->n_numa,
+            (double)ig_topo_total_memory(t) / gib);
+    fprintf(f, "  %-6s %12s %6s %6s %8s\n", "node", "memory", "cores", "PUs", "package");
+    for (int i = 0; i < t->n_numa; i++) {
+        const ig_topo_numa *n = &t->numa[i];
+        char pkg[16] = "-";
+        if (n->package >= 0) snprintf(pkg, sizeof pkg, "%d", n->package);
+        fprintf(f, "  %-6d %8.1f GiB %6d %6d %8s\n", n->os_index, (double)n->local_bytes / gib,
+                n->n_cores, n->n_pus, pkg);
+    }
+    fprintf(f, "GPUs        %d\n", t->n_gpus);
+    if (t->n_gpus == 0) return;
+    fprintf(f, "  %-4s %-6s %-13s %-5s %s\n", "gpu", "cuda", "bus id", "node", "name");
+    for (int i = 0; i < t->n_gpus; i++) {
+        const ig_topo_gpu *g = &t->gpus[i];
+        char cuda[16] = "-", node[16] = "?";
+        if (g->cuda_index >= 0) snprintf(cuda, sizeof cuda, "cuda%d", g->cuda_index);
+        if (g->numa >= 0) snprintf(node, sizeof node, "%d", g->numa);
+        fprintf(f, "  %-4d %-6s %-13s %-5s %s%s\n", i, cuda, g->pci_bus_id[0] ? g->pci_bus_id : "-",
+                node, g->name, g->cuda_index < 0 ? " (PCI device only, no CUDA OS device)" : "");
+    }
+}
+
+json_object *ig_topo_to_json(const ig_topo *t) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "source", json_object_new_string(t->source_desc));
+    json_object_object_add(o, "source_kind", json_object_new_string(source_kind_name(t->source)));
+    json_object_object_add(o, "this_system", json_object_new_boolean(t->this_system));
+    json_object_object_add(o, "packages", json_object_new_int(t->n_packages));
+    json_object_object_add(o, "cores", json_object_new_int(t->n_cores));
+    json_object_object_add(o, "pus", json_object_new_int(t->n_pus));
+    json_object *nodes = json_object_new_array();
+    for (int i = 0; i < t->n_numa; i++) {
+        const ig_topo_numa *n = &t->numa[i];
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "os_index", json_object_new_int(n->os_index));
+        json_object_object_add(j, "memory_bytes", json_object_new_int64((int64_t)n->local_bytes));
+        json_object_object_add(j, "cores", json_object_new_int(n->n_cores));
+        json_object_object_add(j, "pus", json_object_new_int(n->n_pus));
+        json_object_object_add(j, "package", json_object_new_int(n->package));
+        json_object_array_add(nodes, j);
+    }
+    json_object_object_add(o, "numa_nodes", nodes);
+    json_object *gpus = json_object_new_array();
+    for (int i = 0; i < t->n_gpus; i++) {
+        const ig_topo_gpu *g = &t->gpus[i];
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "index", json_object_new_int(i));
+        json_object_object_add(j, "cuda_index", json_object_new_int(g->cuda_index));
+        json_object_object_add(j, "name", json_object_new_string(g->name));
+        json_object_object_add(j, "pci_bus_id", json_object_new_string(g->pci_bus_id));
+        json_object_object_add(j, "numa", json_object_new_int(g->numa));
+        json_object_object_add(j, "memory_bytes", json_object_new_int64((int64_t)g->memory_bytes));
+        json_object *osd = json_object_new_array();
+        const char *p = g->os_devices;
+        while (*p) {
+            size_t len = strcspn(p, ",");
+            json_object_array_add(osd, json_object_new_string_len(p, (int)len));
+            p += len + (p[len] == ',');
+        }
+        json_object_object_add(j, "os_devices", osd);
+        json_object_array_add(gpus, j);
+    }
+    json_object_object_add(o, "gpus", gpus);
+    return o;
+}
