@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
             break;
         }
         for (int overlap = 1; overlap >= 0; overlap--) {
-            ig_wstream_opts wo = {m, &p, NULL, &link, overlap, 0, 0};
+            ig_wstream_opts wo = {m, &p, NULL, &link, overlap, 0, 0, NULL};
             ig_wstream *ws = NULL;
             result r = {0};
             if (ig_wstream_create(&wo, &ws, &err) != IG_OK) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "offload/hostmem.h"
 #include "offload/xfer.h"
 
 #define WS_ALIGN 64
@@ -195,7 +196,17 @@ struct ig_wstream {
     ig_wstream_opts o;
     int n_layer;
     layer_plan *lp;
-    unsigned char *dev_res, *host_res, *stage[2], *relay;
+    unsigned char *dev_res, *stage[2];
+    /* host memory: one NUMA-bound block per node named by the placement (-1: interleaved over all
+     * nodes, or unbound without a topology), and the disk relay buffer */
+    struct host_block {
+        int numa;
+        ig_hostmem *mem;
+        size_t bytes, used;
+    } hb[IG_MAX_NUMA + 1];
+    int n_hb;
+    ig_hostmem *relay_mem;
+    unsigned char *relay;
     size_t dev_res_bytes, host_res_bytes, stage_bytes, relay_bytes, disk_bytes;
     size_t pass_bytes;
     ig_layer cur[2];
@@ -221,6 +232,21 @@ size_t ig_wstream_group_bytes(const ig_model *m, int layer, ig_wtensor t) {
 static ig_tier_ref tier_of(const ig_wstream_opts *o, int l, ig_wtensor g) {
     if (!o->place) return (ig_tier_ref){IG_TIER_DEVICE, -1};
     return o->place->tensor[(size_t)l * IG_WT_COUNT + (size_t)g];
+}
+
+static struct host_block *host_block_of(ig_wstream *ws, int numa) {
+    for (int i = 0; i < ws->n_hb; i++)
+        if (ws->hb[i].numa == numa) return &ws->hb[i];
+    if (ws->n_hb == IG_MAX_NUMA + 1) return NULL;
+    ws->hb[ws->n_hb] = (struct host_block){numa, NULL, 0, 0};
+    return &ws->hb[ws->n_hb++];
+}
+
+static ig_status host_alloc(const ig_wstream_opts *o, int numa, size_t bytes, ig_hostmem **out,
+                            ig_error *err) {
+    if (numa >= 0) return ig_hostmem_alloc(o->topo, IG_NUMA_NODES, &numa, 1, bytes, out, err);
+    return ig_hostmem_alloc(o->topo, o->topo ? IG_NUMA_INTERLEAVE : IG_NUMA_LOCAL, NULL, 0, bytes,
+                            out, err);
 }
 
 static void *alloc_aligned(size_t n, size_t a) {
@@ -309,6 +335,13 @@ ig_status ig_wstream_create(const ig_wstream_opts *o, ig_wstream **out, ig_error
             p->stage_off = stage;
             stage += align_up(n, WS_ALIGN);
             if (t.kind == IG_TIER_HOST) {
+                struct host_block *hb = host_block_of(ws, t.numa);
+                if (!hb) {
+                    st = ig_error_set(err, IG_ERR_INVALID_ARG,
+                                      "weight placement: too many NUMA nodes");
+                    goto fail;
+                }
+                hb->bytes += align_up(n, WS_ALIGN);
                 ws->host_res_bytes += align_up(n, WS_ALIGN);
                 lp->host_bytes += n;
             } else {
@@ -342,12 +375,19 @@ ig_status ig_wstream_create(const ig_wstream_opts *o, ig_wstream **out, ig_error
         goto fail;
     }
     ws->dev_res = alloc_aligned(ws->dev_res_bytes, WS_ALIGN);
-    ws->host_res = alloc_aligned(ws->host_res_bytes, WS_ALIGN);
+    for (int i = 0; i < ws->n_hb; i++) {
+        st = host_alloc(o, ws->hb[i].numa, ws->hb[i].bytes, &ws->hb[i].mem, err);
+        if (st != IG_OK) goto fail;
+    }
+    if (ws->relay_bytes) {
+        st = host_alloc(o, -1, ws->relay_bytes, &ws->relay_mem, err);
+        if (st != IG_OK) goto fail;
+        ws->relay = ig_hostmem_ptr(ws->relay_mem);
+    }
     ws->stage[0] = alloc_aligned(ws->stage_bytes, WS_ALIGN);
     ws->stage[1] = alloc_aligned(ws->stage_bytes, WS_ALIGN);
-    ws->relay = alloc_aligned(ws->relay_bytes, IG_DISK_ALIGN);
-    if ((ws->dev_res_bytes && !ws->dev_res) || (ws->host_res_bytes && !ws->host_res) ||
-        (ws->stage_bytes && (!ws->stage[0] || !ws->stage[1])) || (ws->relay_bytes && !ws->relay)) {
+    if ((ws->dev_res_bytes && !ws->dev_res) ||
+        (ws->stage_bytes && (!ws->stage[0] || !ws->stage[1]))) {
         st = ig_error_set(err, IG_ERR_NOMEM, "weight tiers: cannot allocate %.1f MiB",
                           (double)(ws->dev_res_bytes + ws->host_res_bytes + 2 * ws->stage_bytes +
                                    ws->relay_bytes) /
@@ -355,7 +395,7 @@ ig_status ig_wstream_create(const ig_wstream_opts *o, ig_wstream **out, ig_error
         goto fail;
     }
     /* fill the tiers: device and host copies, disk files (built in the relay buffer) */
-    size_t doff = 0, hoff = 0;
+    size_t doff = 0;
     for (int l = 0; l < c->n_layer; l++) {
         const ig_layer *L = ig_model_layer(o->model, l);
         layer_plan *lp = &ws->lp[l];
@@ -375,9 +415,12 @@ ig_status ig_wstream_create(const ig_wstream_opts *o, ig_wstream **out, ig_error
             const void *src = field_get(L, c->d_model, p->field, &n);
             field_set(&lp->base, p->field, NULL); /* only valid once loaded */
             if (p->from == IG_TIER_HOST) {
-                memcpy(ws->host_res + hoff, src, n);
-                p->src = ws->host_res + hoff;
-                hoff += align_up(n, WS_ALIGN);
+                struct host_block *hb =
+                    host_block_of(ws, tier_of(o, l, field_group[p->field]).numa);
+                unsigned char *dst = (unsigned char *)ig_hostmem_ptr(hb->mem) + hb->used;
+                memcpy(dst, src, n);
+                p->src = dst;
+                hb->used += align_up(n, WS_ALIGN);
             } else {
                 memset(ws->relay + p->src_off, 0, align_up(n, IG_DISK_ALIGN));
                 memcpy(ws->relay + p->src_off, src, n);
@@ -413,10 +456,10 @@ void ig_wstream_free(ig_wstream *ws) {
     for (int l = 0; ws->lp && l < ws->n_layer; l++) ig_disk_file_free(ws->lp[l].file);
     free(ws->lp);
     free(ws->dev_res);
-    free(ws->host_res);
+    for (int i = 0; i < ws->n_hb; i++) ig_hostmem_free(ws->hb[i].mem);
+    ig_hostmem_free(ws->relay_mem);
     free(ws->stage[0]);
     free(ws->stage[1]);
-    free(ws->relay);
     free(ws);
 }
 

@@ -28,6 +28,10 @@ typedef struct ig_wstream_opts {
     int overlap;                      /* prefetch the next layer on a transfer thread */
     size_t device_capacity;           /* 0: unlimited; else create fails when exceeded */
     size_t host_capacity;             /* 0: unlimited */
+    /* Host memory of tensors placed with NUMA node n >= 0 is bound to n, with -1 interleaved over
+     * all nodes; NULL: unbound (offload/hostmem falls back, with one warning, where binding is
+     * refused). Must outlive the stream. */
+    const struct ig_topo *topo;
 } ig_wstream_opts;
 
 typedef struct ig_wstream_stats {

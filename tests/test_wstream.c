@@ -19,6 +19,7 @@
 #include "offload/disk.h"
 #include "offload/link.h"
 #include "offload/placement.h"
+#include "offload/topo.h"
 #include "offload/wstream.h"
 #include "tests/test_util.h"
 
@@ -172,8 +173,14 @@ static void test_disk_full(void) {
 
 static const char *g_fixtures[2] = {"tiny_llama", "tiny_opt"};
 static ig_model *g_models[2];
+static ig_topo *g_topo; /* this machine: host tensors bound to its first NUMA node */
 
 static int suite_init(void) {
+    ig_error terr;
+    if (ig_topo_discover(&g_topo, &terr) != IG_OK) {
+        fprintf(stderr, "%s\n", terr.msg);
+        return 1;
+    }
     for (int i = 0; i < 2; i++) {
         ig_model_load_opts o = {IG_DTYPE_F32, 1};
         ig_error err;
@@ -187,6 +194,7 @@ static int suite_init(void) {
 
 static int suite_clean(void) {
     for (int i = 0; i < 2; i++) ig_model_free(g_models[i]);
+    ig_topo_free(g_topo);
     return 0;
 }
 
@@ -260,7 +268,9 @@ static void make_placement(const ig_model *m, layout how, ig_weight_placement *p
                              : how == ALL_HOST ? IG_TIER_HOST
                              : how == ALL_DISK ? IG_TIER_DISK
                                                : (ig_tier_kind)((l + t) % 3);
-            p->tensor[(size_t)l * IG_WT_COUNT + (size_t)t] = (ig_tier_ref){k, -1};
+            /* host tensors alternate between the first NUMA node and interleaved */
+            int numa = k == IG_TIER_HOST && (l + t) % 2 ? ig_topo_numa_at(g_topo, 0)->os_index : -1;
+            p->tensor[(size_t)l * IG_WT_COUNT + (size_t)t] = (ig_tier_ref){k, numa};
         }
 }
 
@@ -280,7 +290,7 @@ static void test_stream_identical(void) {
                 CU_ASSERT_EQUAL_FATAL(ig_disk_create(dir, 0, 2, &d, &err), IG_OK);
                 ig_weight_placement p;
                 make_placement(m, (layout)how, &p);
-                ig_wstream_opts o = {m, &p, d, NULL, overlap, 0, 0};
+                ig_wstream_opts o = {m, &p, d, NULL, overlap, 0, 0, overlap ? g_topo : NULL};
                 ig_wstream *ws = NULL;
                 CU_ASSERT_EQUAL_FATAL(ig_wstream_create(&o, &ws, &err), IG_OK);
                 size_t pass = ig_wstream_bytes_per_pass(ws);
@@ -327,7 +337,7 @@ static void test_stream_counts(void) {
         CU_ASSERT_EQUAL_FATAL(ig_disk_create(dir, 0, 2, &d, &err), IG_OK);
         ig_weight_placement p;
         make_placement(m, MIXED, &p);
-        ig_wstream_opts o = {m, &p, d, NULL, overlap, 0, 0};
+        ig_wstream_opts o = {m, &p, d, NULL, overlap, 0, 0, NULL};
         ig_wstream *ws = NULL;
         CU_ASSERT_EQUAL_FATAL(ig_wstream_create(&o, &ws, &err), IG_OK);
         size_t n = 0;
@@ -378,7 +388,7 @@ static void test_stream_link_time(void) {
     ig_error err;
     CU_ASSERT_EQUAL(ig_link_parse("h2d=0.01,d2h=0.01,lat=20", &link, &err), IG_OK);
     for (int overlap = 0; overlap < 2; overlap++) {
-        ig_wstream_opts o = {m, &p, NULL, &link, overlap, 0, 0};
+        ig_wstream_opts o = {m, &p, NULL, &link, overlap, 0, 0, NULL};
         ig_wstream *ws = NULL;
         CU_ASSERT_EQUAL_FATAL(ig_wstream_create(&o, &ws, &err), IG_OK);
         double best = 1e9;
@@ -413,7 +423,7 @@ static void test_stream_capacity(void) {
     const ig_model *m = g_models[0];
     ig_weight_placement p;
     make_placement(m, ALL_DEVICE, &p);
-    ig_wstream_opts o = {m, &p, NULL, NULL, 1, 1000, 0};
+    ig_wstream_opts o = {m, &p, NULL, NULL, 1, 1000, 0, NULL};
     ig_wstream *ws = NULL;
     ig_error err;
     CU_ASSERT_EQUAL(ig_wstream_create(&o, &ws, &err), IG_ERR_CAPACITY);
@@ -422,7 +432,7 @@ static void test_stream_capacity(void) {
     make_placement(m, ALL_DISK, &p); /* leaks nothing: p.tensor replaced below */
     free(p.tensor);
     make_placement(m, ALL_DISK, &p);
-    ig_wstream_opts o2 = {m, &p, NULL, NULL, 1, 0, 0}; /* on disk without a disk tier */
+    ig_wstream_opts o2 = {m, &p, NULL, NULL, 1, 0, 0, NULL}; /* on disk without a disk tier */
     CU_ASSERT_NOT_EQUAL(ig_wstream_create(&o2, &ws, &err), IG_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "no disk tier"));
     free(p.tensor);
