@@ -35,7 +35,9 @@ double ig_cost_transfer_s(double bytes, double bw, double latency_s) {
     return latency_s + bytes / bw;
 }
 
-static double div0(double a, double b) { return a > 0 ? a / b : 0; }
+static double div0(double a, double b) {
+    return a > 0 ? a / b : 0;
+}
 
 void ig_cost_times_of(const ig_cost_traffic *tr, int decode, const ig_cost_hw *hw, int overlap,
                       ig_cost_times *out) {
@@ -44,11 +46,12 @@ void ig_cost_times_of(const ig_cost_traffic *tr, int decode, const ig_cost_hw *h
     out->t[IG_COST_DISK_READ] = ig_cost_transfer_s(tr->disk_read_bytes, hw->disk_read_bw, 0);
     out->t[IG_COST_DISK_WRITE] = ig_cost_transfer_s(tr->disk_write_bytes, hw->disk_write_bw, 0);
     double rate = decode ? hw->gemm_flops_decode : hw->gemm_flops;
-    out->t[IG_COST_COMPUTE] = div0(tr->gemm_flops, rate) + div0(tr->attn_flops, hw->gemm_flops) +
-                              div0(tr->attn_dev_bytes, hw->dev_bw) +
-                              div0(tr->attn_host_bytes, hw->host_bw) +
-                              div0(tr->spec_dev_bytes, hw->dev_bw) +
-                              div0(tr->spec_flops, hw->gemm_flops_decode);
+    /* matmuls: a roofline, FLOPs at the measured rate or the weights read at memory bandwidth */
+    double mm = div0(tr->gemm_flops, rate), mb = div0(tr->gemm_bytes, hw->dev_bw);
+    out->t[IG_COST_COMPUTE] =
+        (mm > mb ? mm : mb) + div0(tr->attn_flops, hw->gemm_flops) +
+        div0(tr->attn_dev_bytes, hw->dev_bw) + div0(tr->attn_host_bytes, hw->host_bw) +
+        div0(tr->spec_dev_bytes, hw->dev_bw) + div0(tr->spec_flops, hw->gemm_flops_decode);
     double s = 0, mx = 0;
     for (int i = 0; i < IG_COST_ACTIVITY_COUNT; i++) {
         s += out->t[i];
@@ -69,6 +72,8 @@ void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_
         if (k != IG_TIER_DEVICE) tr->h2d_bytes = ob;
         if (k == IG_TIER_DISK) tr->disk_read_bytes = ob;
         tr->gemm_flops = 2 * d * c->vocab * B;
+        tr->gemm_bytes = (double)c->vocab * (double)ig_plan_row_bytes(o->weight_dtype, c->d_model) *
+                         o->wl.num_gpu_batches;
         return;
     }
     const ig_plan_layer_io *io = ig_plan_layer(p, layer);
@@ -94,6 +99,7 @@ void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_
     tr->disk_read_bytes += ak * hid;
     tr->disk_write_bytes += ak * hid;
     tr->gemm_flops = io->gemm_flops_per_token * B * tok;
+    tr->gemm_bytes = (double)io->w_total * o->wl.num_gpu_batches; /* once per GPU batch */
     if (!decode) {
         tr->attn_flops = 4 * B * qdim * P * P;
         return;
@@ -214,8 +220,9 @@ ig_status ig_plan_search(const ig_plan_opts *base, const ig_machine *m, const ig
         return ig_error_set(err, IG_ERR_INVALID_ARG,
                             "search: grid step %g%% must divide 100 (e.g. 5, 10, 20, 25, 50)",
                             step);
-    int k = so->top_k < 1 ? 1 : so->top_k > IG_PLAN_SEARCH_TOP_MAX ? IG_PLAN_SEARCH_TOP_MAX
-                                                                    : so->top_k;
+    int k = so->top_k < 1                        ? 1
+            : so->top_k > IG_PLAN_SEARCH_TOP_MAX ? IG_PLAN_SEARCH_TOP_MAX
+                                                 : so->top_k;
     int nsteps = (int)floor(100 / step + 0.5);
     int gb_lo = so->fixed_gpu_batch > 0 ? so->fixed_gpu_batch : 1;
     int gb_hi = so->fixed_gpu_batch > 0 ? so->fixed_gpu_batch : so->max_gpu_batch;
@@ -236,9 +243,8 @@ ig_status ig_plan_search(const ig_plan_opts *base, const ig_machine *m, const ig
                                 ig_plan_opts o = *base;
                                 o.wl.gpu_batch_size = gb;
                                 o.wl.num_gpu_batches = nb;
-                                o.pct = (ig_plan_percent){wg * step,  wc * step,
-                                                          cg * step,  ccp * step,
-                                                          act ? 0 : 100, act ? 100 : 0};
+                                o.pct = (ig_plan_percent){wg * step,  wc * step,     cg * step,
+                                                          ccp * step, act ? 0 : 100, act ? 100 : 0};
                                 (*n_tried)++;
                                 ig_plan *p = NULL;
                                 ig_error_clear(&e);

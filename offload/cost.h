@@ -35,12 +35,13 @@ const char *ig_cost_activity_name(ig_cost_activity a);
 /* What one layer moves and computes in one step for the whole block (all GPU batches). */
 typedef struct ig_cost_traffic {
     double h2d_bytes, d2h_bytes, disk_read_bytes, disk_write_bytes;
-    double gemm_flops;       /* matmuls on the device */
-    double attn_flops;       /* prefill attention (matmul-like) on the device */
-    double attn_dev_bytes;   /* decode attention: KV bytes the device reads */
-    double attn_host_bytes;  /* decode attention on the CPU (cpu_cache_compute) */
-    double spec_dev_bytes;   /* speculation: partial key cache bytes read on the device */
-    double spec_flops;       /* speculation: partial query matmul */
+    double gemm_flops;      /* matmuls on the device */
+    double gemm_bytes;      /* weight bytes those matmuls read from device memory (roofline) */
+    double attn_flops;      /* prefill attention (matmul-like) on the device */
+    double attn_dev_bytes;  /* decode attention: KV bytes the device reads */
+    double attn_host_bytes; /* decode attention on the CPU (cpu_cache_compute) */
+    double spec_dev_bytes;  /* speculation: partial key cache bytes read on the device */
+    double spec_flops;      /* speculation: partial query matmul */
 } ig_cost_traffic;
 
 typedef struct ig_cost_times {
@@ -58,11 +59,11 @@ void ig_cost_times_of(const ig_cost_traffic *tr, int decode, const ig_cost_hw *h
 void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_cost_traffic *out);
 
 typedef struct ig_cost_result {
-    double prefill_s;      /* all layers + outer, the whole block's prompts */
-    double decode_s;       /* all gen_len - 1 decode steps */
-    double total_s;        /* prefill_s + decode_s (FlexGen's objective) */
-    double decode_step_s;  /* decode_s / (gen_len - 1): time per generated token of the block */
-    double throughput;     /* block x gen_len / total_s, tokens/s */
+    double prefill_s;         /* all layers + outer, the whole block's prompts */
+    double decode_s;          /* all gen_len - 1 decode steps */
+    double total_s;           /* prefill_s + decode_s (FlexGen's objective) */
+    double decode_step_s;     /* decode_s / (gen_len - 1): time per generated token of the block */
+    double throughput;        /* block x gen_len / total_s, tokens/s */
     double decode_throughput; /* block x (gen_len - 1) / decode_s */
     ig_cost_times prefill_layer; /* layer 0 */
     ig_cost_times decode_layer;  /* layer 0, at the last decode step's context */

@@ -17,31 +17,23 @@
 #endif
 
 #define F_NUM(k, st, m, req, ...) F_NUM_(k, st, m, req, __VA_ARGS__)
-#define F_NUM_(k, st, m, req, lo, hi, excl)                                                         \
-    {.key = k,                                                                                     \
-     .kind = IG_YK_NUM,                                                                            \
-     .off = offsetof(st, m),                                                                       \
-     .required = req,                                                                              \
-     .min = lo,                                                                                    \
-     .max = hi,                                                                                    \
-     .min_exclusive = excl,                                                                        \
-     .present_off = -1}
+#define F_NUM_(k, st, m, req, lo, hi, excl)                                                        \
+    {                                                                                              \
+        .key = k, .kind = IG_YK_NUM, .off = offsetof(st, m), .required = req, .min = lo,           \
+        .max = hi, .min_exclusive = excl, .present_off = -1                                        \
+    }
 #define F_INT(k, st, m, req, lo, hi)                                                               \
-    {.key = k,                                                                                     \
-     .kind = IG_YK_INT,                                                                            \
-     .off = offsetof(st, m),                                                                       \
-     .required = req,                                                                              \
-     .min = lo,                                                                                    \
-     .max = hi,                                                                                    \
-     .present_off = -1}
+    {                                                                                              \
+        .key = k, .kind = IG_YK_INT, .off = offsetof(st, m), .required = req, .min = lo,           \
+        .max = hi, .present_off = -1                                                               \
+    }
 #define F_STR(k, st, m, req)                                                                       \
-    {.key = k,                                                                                     \
-     .kind = IG_YK_STR,                                                                            \
-     .off = offsetof(st, m),                                                                       \
-     .size = sizeof(((st *)0)->m),                                                                 \
-     .required = req,                                                                              \
-     .present_off = -1}
-#define F_END {.key = NULL}
+    {                                                                                              \
+        .key = k, .kind = IG_YK_STR, .off = offsetof(st, m), .size = sizeof(((st *)0)->m),         \
+        .required = req, .present_off = -1                                                         \
+    }
+#define F_END                                                                                      \
+    { .key = NULL }
 
 /* Bandwidths and FLOPS must be positive; a petabyte per second or an exaflop is a typo. */
 #define POS 0.0, 1e6, 1
@@ -116,8 +108,10 @@ static const ig_yfield disk_fields[] = {
 
 /* Sections point at the whole profile (offset 0) so their fields can use full offsets. */
 #define F_SEC(k, fields, req, chk)                                                                 \
-    {.key = k, .kind = IG_YK_MAP, .off = 0, .required = req, .sub = fields, .present_off = -1,     \
-     .check = chk}
+    {                                                                                              \
+        .key = k, .kind = IG_YK_MAP, .off = 0, .required = req, .sub = fields, .present_off = -1,  \
+        .check = chk                                                                               \
+    }
 
 static int top_check(const void *obj, const char **key, char *why, size_t n) {
     const ig_hwprof *p = obj;

@@ -27,14 +27,12 @@ static const char *const arch_names[] = {"opt", "llama", NULL};
 static const char *const wdtype_names[] = {"f32", "f16", "bf16", "int4", NULL};
 
 #define I(k, m, req, lo, hi)                                                                       \
-    {.key = k,                                                                                     \
-     .kind = IG_YK_INT,                                                                            \
-     .off = offsetof(shape_raw, m),                                                                \
-     .required = req,                                                                              \
-     .min = lo,                                                                                    \
-     .max = hi,                                                                                    \
-     .present_off = -1}
-#define B(k, m) {.key = k, .kind = IG_YK_BOOL, .off = offsetof(shape_raw, m), .present_off = -1}
+    {                                                                                              \
+        .key = k, .kind = IG_YK_INT, .off = offsetof(shape_raw, m), .required = req, .min = lo,    \
+        .max = hi, .present_off = -1                                                               \
+    }
+#define B(k, m)                                                                                    \
+    { .key = k, .kind = IG_YK_BOOL, .off = offsetof(shape_raw, m), .present_off = -1 }
 
 static int shape_check(const void *obj, const char **key, char *why, size_t n) {
     const shape_raw *s = obj;

@@ -95,8 +95,8 @@ static void fmt_breakdown(char *buf, size_t n, const ig_plan_bytes *b) {
     }
 }
 
-static ig_status capacity_error(ig_error *err, const char *tier, const ig_plan_bytes *b,
-                                size_t cap, int no_tier) {
+static ig_status capacity_error(ig_error *err, const char *tier, const ig_plan_bytes *b, size_t cap,
+                                int no_tier) {
     char need[32], has[32], bd[256];
     fmt_gib(need, sizeof need, ig_plan_bytes_total(b));
     fmt_gib(has, sizeof has, cap);
@@ -177,8 +177,7 @@ static ig_status validate(const ig_plan_opts *o, const ig_machine *m, ig_error *
         o->act_dtype >= IG_PLAN_DTYPE_COUNT || o->act_dtype == IG_PLAN_INT4)
         return ig_error_set(err, IG_ERR_INVALID_ARG, "bad weight, KV or activation format");
     const ig_workload *w = &o->wl;
-    if (w->prompt_len < 1 || w->prompt_len > 10000000 || w->gen_len < 1 ||
-        w->gen_len > 10000000)
+    if (w->prompt_len < 1 || w->prompt_len > 10000000 || w->gen_len < 1 || w->gen_len > 10000000)
         return ig_error_set(err, IG_ERR_INVALID_ARG,
                             "workload: prompt length %d and generation length %d must be in "
                             "1..10000000",
@@ -244,8 +243,8 @@ static void layer_sizes(const ig_plan_opts *o, size_t sz[IG_WT_COUNT], double *f
     size_t kv = (size_t)c->n_kv_head * (size_t)c->head_dim, f = (size_t)c->d_ffn;
     int opt = c->arch == IG_ARCH_OPT;
     size_t norm = ig_plan_row_bytes(vd, d) * (opt ? 2 : 1);
-#define MAT(out, in) ((out) * ig_plan_row_bytes(wd, (in)))
-#define VEC(n) ig_plan_row_bytes(vd, (n))
+#define MAT(out, in) ((out)*ig_plan_row_bytes(wd, (in)))
+#define VEC(n)       ig_plan_row_bytes(vd, (n))
     sz[IG_WT_ATTN_NORM] = norm;
     sz[IG_WT_Q] = MAT(q, d) + (c->attn_bias ? VEC(q) : 0);
     sz[IG_WT_K] = MAT(kv, d) + (c->attn_bias ? VEC(kv) : 0);
@@ -361,8 +360,8 @@ static int host_put(host_assign *ha, int cat, size_t bytes) {
                 o += (size_t)snprintf(list + o, sizeof list - o, "%s%d", i ? "," : "",
                                       ha->m->numa_os[ha->set[i]]);
             fmt_gib(need, sizeof need, bytes);
-            const char *what[5] = {"weight tensor", "KV sequence", "activation sequence",
-                                   "buffer", "policy state"};
+            const char *what[5] = {"weight tensor", "KV sequence", "activation sequence", "buffer",
+                                   "policy state"};
             ha->st = ig_error_set(ha->err, IG_ERR_CAPACITY,
                                   "host nodes %s: a %s GiB %s fits on none of them (filled in "
                                   "order)",
@@ -459,7 +458,7 @@ ig_status ig_plan_create(const ig_plan_opts *o, const ig_machine *m, ig_plan **o
     size_t rows = (size_t)ceil(o->kv_keep_fraction * tokens - 1e-9);
     p->kv_seq_bytes = (size_t)L * rows * kv_row;
     for (int s = 0; s < B; s++) {
-        ig_tier_kind k = s < p->kv_n[0]               ? IG_TIER_DEVICE
+        ig_tier_kind k = s < p->kv_n[0]                ? IG_TIER_DEVICE
                          : s < p->kv_n[0] + p->kv_n[1] ? IG_TIER_HOST
                                                        : IG_TIER_DISK;
         put_bytes(&ha, u, k, 1, p->kv_seq_bytes, &p->kv_seq[s]);
@@ -471,7 +470,7 @@ ig_status ig_plan_create(const ig_plan_opts *o, const ig_machine *m, ig_plan **o
     size_t P = (size_t)o->wl.prompt_len;
     p->act_seq_bytes = P * d * actb;
     for (int s = 0; s < B; s++) {
-        ig_tier_kind k = s < p->act_n[0]                ? IG_TIER_DEVICE
+        ig_tier_kind k = s < p->act_n[0]                 ? IG_TIER_DEVICE
                          : s < p->act_n[0] + p->act_n[1] ? IG_TIER_HOST
                                                          : IG_TIER_DISK;
         put_bytes(&ha, u, k, 2, p->act_seq_bytes, NULL);
@@ -531,17 +530,27 @@ void ig_plan_free(ig_plan *p) {
     free(p);
 }
 
-const ig_plan_opts *ig_plan_get_opts(const ig_plan *p) { return &p->o; }
-const ig_machine *ig_plan_get_machine(const ig_plan *p) { return &p->m; }
-const ig_weight_placement *ig_plan_weights(const ig_plan *p) { return &p->wp; }
-const ig_plan_usage *ig_plan_get_usage(const ig_plan *p) { return &p->u; }
+const ig_plan_opts *ig_plan_get_opts(const ig_plan *p) {
+    return &p->o;
+}
+const ig_machine *ig_plan_get_machine(const ig_plan *p) {
+    return &p->m;
+}
+const ig_weight_placement *ig_plan_weights(const ig_plan *p) {
+    return &p->wp;
+}
+const ig_plan_usage *ig_plan_get_usage(const ig_plan *p) {
+    return &p->u;
+}
 
 size_t ig_plan_tensor_bytes(const ig_plan *p, int layer, ig_wtensor t) {
     if (layer < 0 || layer >= p->wp.n_layer || (int)t < 0 || t >= IG_WT_COUNT) return 0;
     return p->tensor_bytes[(size_t)layer * IG_WT_COUNT + t];
 }
 
-size_t ig_plan_outer_bytes(const ig_plan *p) { return p->outer_bytes; }
+size_t ig_plan_outer_bytes(const ig_plan *p) {
+    return p->outer_bytes;
+}
 
 int ig_plan_kv_sequences(const ig_plan *p, ig_tier_kind k) {
     return (int)k >= 0 && k < IG_TIER_COUNT ? p->kv_n[k] : 0;
@@ -556,7 +565,9 @@ int ig_plan_act_sequences(const ig_plan *p, ig_tier_kind k) {
     return (int)k >= 0 && k < IG_TIER_COUNT ? p->act_n[k] : 0;
 }
 
-size_t ig_plan_kv_bytes_per_sequence(const ig_plan *p) { return p->kv_seq_bytes; }
+size_t ig_plan_kv_bytes_per_sequence(const ig_plan *p) {
+    return p->kv_seq_bytes;
+}
 
 const ig_plan_layer_io *ig_plan_layer(const ig_plan *p, int layer) {
     if (layer < 0 || layer >= p->wp.n_layer) return NULL;

@@ -69,8 +69,8 @@ typedef struct ig_plan_opts {
  * all weights/KV/activations on the device (100, 0, 100, 0, 100, 0). */
 void ig_plan_opts_init(ig_plan_opts *o);
 
-/* Byte breakdown of one tier (or NUMA node). `policy` is a KV policy's own device state (InfiniGen's
- * partial key cache and partial query weights). */
+/* Byte breakdown of one tier (or NUMA node). `policy` is a KV policy's own device state
+ * (InfiniGen's partial key cache and partial query weights). */
 typedef struct ig_plan_bytes {
     size_t weights, kv, act, buffers, policy;
 } ig_plan_bytes;

@@ -320,11 +320,11 @@ static ig_status load_parser(yaml_parser_t *parser, const char *name, const ig_y
                              void *dst, ig_error *err) {
     yaml_document_t doc;
     if (!yaml_parser_load(parser, &doc)) {
-        ig_status st = ig_error_set(
-            err, IG_ERR_FORMAT, "%s:%zu:%zu: YAML syntax error: %s%s%s", name,
-            parser->problem_mark.line + 1, parser->problem_mark.column + 1,
-            parser->problem ? parser->problem : "unknown problem", parser->context ? " " : "",
-            parser->context ? parser->context : "");
+        ig_status st =
+            ig_error_set(err, IG_ERR_FORMAT, "%s:%zu:%zu: YAML syntax error: %s%s%s", name,
+                         parser->problem_mark.line + 1, parser->problem_mark.column + 1,
+                         parser->problem ? parser->problem : "unknown problem",
+                         parser->context ? " " : "", parser->context ? parser->context : "");
         return st;
     }
     ycx c = {&doc, name, err};

@@ -15,6 +15,8 @@ static const struct {
     {"policies", ig_cmd_policies, "list the KV-cache policies and their parameters"},
     {"bench-decode", ig_cmd_bench_decode, "decode throughput and KV traffic of one configuration"},
     {"calibrate", ig_cmd_calibrate, "InfiniGen's offline skewing: write a skew file for a model"},
+    {"plan", ig_cmd_plan, "place a workload on a machine's tiers and predict its time per token"},
+    {"profile-hw", ig_cmd_profile_hw, "measure this machine into a hardware profile (YAML)"},
 };
 
 static const char *command_list(void) {
