@@ -141,17 +141,27 @@ static ig_status load_map_checked(ycx *c, yaml_node_t *map, const ig_yfield *f, 
     if (!f->check(dst, &key, why, sizeof why)) return IG_OK;
     char sub[512];
     join_path(sub, sizeof sub, path, path[0] && key ? "." : "", key ? key : "");
-    /* point at the key's value when it is in this mapping, else at the mapping */
+    /* point at the key's value (following a dotted path through nested mappings), else at the
+     * mapping */
     yaml_mark_t mark = map->start_mark;
-    if (key)
-        for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+    yaml_node_t *cur = map;
+    const char *k = key;
+    while (k && *k && cur && cur->type == YAML_MAPPING_NODE) {
+        size_t kl = strcspn(k, ".");
+        yaml_node_t *next = NULL;
+        for (yaml_node_pair_t *p = cur->data.mapping.pairs.start; p < cur->data.mapping.pairs.top;
              p++) {
-            yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
-            size_t kl = strcspn(key, ".");
-            if (k->type == YAML_SCALAR_NODE && k->data.scalar.length == kl &&
-                !memcmp(k->data.scalar.value, key, kl))
-                mark = yaml_document_get_node(c->doc, p->value)->start_mark;
+            yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+            if (kn->type == YAML_SCALAR_NODE && kn->data.scalar.length == kl &&
+                !memcmp(kn->data.scalar.value, k, kl))
+                next = yaml_document_get_node(c->doc, p->value);
         }
+        if (!next) break;
+        mark = next->start_mark;
+        cur = next;
+        k += kl;
+        if (*k == '.') k++;
+    }
     return fail_at(c, mark, sub, "%s", why);
 }
 
