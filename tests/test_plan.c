@@ -425,7 +425,7 @@ static void test_numa(void) {
     o.n_numa_nodes = 2;
     o.numa_nodes[0] = 0;
     o.numa_nodes[1] = 1;
-    o.wl = (ig_workload){512, 1536, 32, 1}; /* 32 x 1 GiB of KV + 6.2 GiB of weights > one node */
+    o.wl = (ig_workload){512, 1536, 32, 1}; /* 32 x 1 GiB of KV + 8.4 GiB of weights > one node */
     CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
     u = ig_plan_get_usage(p);
     CU_ASSERT(u->host_node[0].kv > 0 && u->host_node[1].kv > 0);
