@@ -200,7 +200,7 @@ int ig_cmd_profile_hw(int argc, char **argv) {
         disk_free_gib = (double)sv.f_bavail * (double)sv.f_frsize / 1073741824.0;
 
     size_t bw_bytes = quick ? (size_t)32 << 20 : (size_t)512 << 20;
-    int reps = quick ? 2 : 3;
+    int reps = quick ? 2 : 5;
     double rd_bw = ig_cpu_measure_bandwidth_gbps(bw_bytes, 0, reps);
     double cp_bw = ig_cpu_measure_copy_bandwidth_gbps(bw_bytes, 0, reps);
     int pm = quick ? 128 : 512, pn = quick ? 256 : 2048, dm = quick ? 4 : 8;
