@@ -124,5 +124,7 @@ int ig_cmd_policies(int argc, char **argv);
 int ig_cmd_bench_decode(int argc, char **argv);
 int ig_cmd_calibrate(int argc, char **argv);
 int ig_cmd_topo(int argc, char **argv);
+int ig_cmd_plan(int argc, char **argv);
+int ig_cmd_profile_hw(int argc, char **argv);
 
 #endif

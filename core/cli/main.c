@@ -16,6 +16,8 @@ static const struct {
     {"bench-decode", ig_cmd_bench_decode, "decode throughput and KV traffic of one configuration"},
     {"calibrate", ig_cmd_calibrate, "InfiniGen's offline skewing: write a skew file for a model"},
     {"topo", ig_cmd_topo, "the machine's packages, NUMA nodes and GPUs (hwloc)"},
+    {"plan", ig_cmd_plan, "place a workload on a machine's tiers and predict its time per token"},
+    {"profile-hw", ig_cmd_profile_hw, "measure this machine into a hardware profile (YAML)"},
 };
 
 static const char *command_list(void) {

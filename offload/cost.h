@@ -1,0 +1,107 @@
+/* The cost model: per layer, for prefill and for one decode step, the time of each activity the
+ * schedule overlaps (device<-host, device->host, host<-disk, host->disk, compute), from a plan's
+ * byte and FLOP counts and a hardware profile; the step is the max of them with overlap and their
+ * sum without; the workload's time is FlexGen's objective. Plain functions over numbers, so tests
+ * can check them by hand; also the policy search (ig_plan_search). Equations: docs/planner.md. */
+#ifndef IG_COST_H
+#define IG_COST_H
+
+#include "offload/hwprof.h"
+#include "offload/plan.h"
+
+/* Hardware rates in SI units: bytes/s, flop/s, seconds. */
+typedef struct ig_cost_hw {
+    double gemm_flops;        /* device matmul, prefill shapes */
+    double gemm_flops_decode; /* device matmul, decode shapes */
+    double dev_bw;            /* device memory bandwidth */
+    double host_bw;           /* host memory bandwidth (CPU attention) */
+    double h2d_bw, d2h_bw;
+    double h2d_lat, d2h_lat;
+    double disk_read_bw, disk_write_bw; /* 0: no disk */
+} ig_cost_hw;
+
+void ig_cost_hw_from_profile(const ig_hwprof *p, ig_cost_hw *hw);
+
+typedef enum ig_cost_activity {
+    IG_COST_H2D = 0,   /* device <- host */
+    IG_COST_D2H,       /* device -> host */
+    IG_COST_DISK_READ, /* host <- disk */
+    IG_COST_DISK_WRITE,
+    IG_COST_COMPUTE,
+    IG_COST_ACTIVITY_COUNT,
+} ig_cost_activity;
+const char *ig_cost_activity_name(ig_cost_activity a);
+
+/* What one layer moves and computes in one step for the whole block (all GPU batches). */
+typedef struct ig_cost_traffic {
+    double h2d_bytes, d2h_bytes, disk_read_bytes, disk_write_bytes;
+    double gemm_flops;      /* matmuls on the device */
+    double gemm_bytes;      /* weight bytes those matmuls read from device memory (roofline) */
+    double attn_flops;      /* prefill attention (matmul-like) on the device */
+    double attn_dev_bytes;  /* decode attention: KV bytes the device reads */
+    double attn_host_bytes; /* decode attention on the CPU (cpu_cache_compute) */
+    double spec_dev_bytes;  /* speculation: partial key cache bytes read on the device */
+    double spec_flops;      /* speculation: partial query matmul */
+} ig_cost_traffic;
+
+typedef struct ig_cost_times {
+    double t[IG_COST_ACTIVITY_COUNT];
+    double step; /* max (overlap) or sum (no overlap) of t */
+} ig_cost_times;
+
+/* bytes / bw + latency; 0 when nothing moves. */
+double ig_cost_transfer_s(double bytes, double bw, double latency_s);
+/* The activity times of one step and their combination. decode selects the decode matmul rate. */
+void ig_cost_times_of(const ig_cost_traffic *tr, int decode, const ig_cost_hw *hw, int overlap,
+                      ig_cost_times *out);
+/* Traffic of layer `layer` (or, with layer == -1, the outer tensors: lm_head matmul and their
+ * transfers) at prefill (decode = 0) or at a decode step attending over ctx tokens. */
+void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_cost_traffic *out);
+
+typedef struct ig_cost_result {
+    double prefill_s;         /* all layers + outer, the whole block's prompts */
+    double decode_s;          /* all gen_len - 1 decode steps */
+    double total_s;           /* prefill_s + decode_s (FlexGen's objective) */
+    double decode_step_s;     /* decode_s / (gen_len - 1): time per generated token of the block */
+    double throughput;        /* block x gen_len / total_s, tokens/s */
+    double decode_throughput; /* block x (gen_len - 1) / decode_s */
+    ig_cost_times prefill_layer; /* layer 0 */
+    ig_cost_times decode_layer;  /* layer 0, at the last decode step's context */
+    ig_cost_traffic prefill_traffic, decode_traffic;
+} ig_cost_result;
+
+/* Predicts the workload's time for a plan. Fails (IG_ERR_INVALID_ARG) only when the plan needs a
+ * rate the profile lacks (e.g. disk traffic without a disk). */
+ig_status ig_cost_estimate(const ig_plan *p, const ig_cost_hw *hw, ig_cost_result *out,
+                           ig_error *err);
+
+/* ---- search ---- */
+
+typedef struct ig_plan_search_opts {
+    int max_gpu_batch;       /* powers of two 1..max (default 64) */
+    int max_num_gpu_batches; /* powers of two 1..max (default 16) */
+    int fixed_gpu_batch;     /* > 0: only this gpu batch size */
+    int fixed_num_gpu_batches;
+    double step_percent; /* grid step for weight and KV percentages (default 10; must divide 100) */
+    int top_k;           /* candidates returned (<= 16) */
+} ig_plan_search_opts;
+void ig_plan_search_opts_init(ig_plan_search_opts *so);
+
+typedef struct ig_plan_candidate {
+    ig_workload wl;
+    ig_plan_percent pct;
+    ig_cost_result cost;
+} ig_plan_candidate;
+
+#define IG_PLAN_SEARCH_TOP_MAX 16
+
+/* Enumerates gpu batch sizes x numbers of gpu batches x placements on the grid (weights and KV:
+ * every (gpu, cpu) pair of multiples of the step with gpu + cpu <= 100, rest on disk; activations
+ * all on the device or all on the host), keeps the plans that fit and returns the fastest (highest
+ * throughput) first in top[0..*n_top). Deterministic; ties keep the earlier plan in enumeration
+ * order (docs/planner.md). base supplies everything else (model, lengths, KV policy, NUMA). */
+ig_status ig_plan_search(const ig_plan_opts *base, const ig_machine *m, const ig_cost_hw *hw,
+                         const ig_plan_search_opts *so, ig_plan_candidate *top, int *n_top,
+                         long *n_feasible, long *n_tried, ig_error *err);
+
+#endif

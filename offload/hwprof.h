@@ -1,0 +1,70 @@
+/* Hardware profiles: the capacities, bandwidths and FLOPS of a machine, as YAML files in
+ * configs/hardware/ (schema in docs/planner.md). The planner and the cost model read them; `igen
+ * profile-hw` writes one for this machine. Plain data; loading validates every field and reports
+ * "FILE:LINE:COL: key.path: what is wrong". Never touches the machine it describes. */
+#ifndef IG_HWPROF_H
+#define IG_HWPROF_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "offload/placement.h"
+
+#define IG_HWPROF_NAME_MAX 128
+#define IG_HWPROF_TEXT_MAX 1024
+
+typedef struct ig_hwprof_numa {
+    int os_index;
+    double memory_gib;
+} ig_hwprof_numa;
+
+/* Units: GiB (2^30 bytes) for capacities, GB/s (1e9 bytes/s) for bandwidths, TFLOPS / GFLOPS
+ * (1e12 / 1e9 flop/s), microseconds for latencies. Optional fields are 0 when absent (the loader
+ * fills gemm_tflops_decode from gemm_tflops and host.numa_nodes with one node 0 holding all host
+ * memory). */
+typedef struct ig_hwprof {
+    char name[IG_HWPROF_NAME_MAX];
+    char description[IG_HWPROF_TEXT_MAX];
+    struct {
+        char name[IG_HWPROF_NAME_MAX];
+        double memory_gib;
+        double gemm_tflops;        /* large-M matmul (prefill) */
+        double gemm_tflops_decode; /* small-M matmul (decode) */
+        double mem_bandwidth_gbps;
+        int numa_node; /* OS index of the NUMA node the device hangs off; -1: the first node */
+    } device;
+    struct {
+        double memory_gib;
+        int n_numa; /* entries in numa */
+        ig_hwprof_numa numa[IG_MAX_NUMA];
+        double cpu_gflops;
+        double mem_bandwidth_gbps;
+    } host;
+    struct {
+        double h2d_gbps, d2h_gbps;
+        double h2d_latency_us, d2h_latency_us;
+    } link;
+    int has_disk;
+    struct {
+        double read_gbps, write_gbps;
+        double capacity_gib;
+    } disk;
+} ig_hwprof;
+
+/* Loads and validates a profile file. */
+ig_status ig_hwprof_load(const char *path, ig_hwprof *out, ig_error *err);
+/* The same from memory (tests); `name` is used as the file name in messages. */
+ig_status ig_hwprof_load_string(const char *text, size_t len, const char *name, ig_hwprof *out,
+                                ig_error *err);
+/* Writes p as YAML that ig_hwprof_load reads back to the same values. `comment` (may be NULL;
+ * several lines allowed) goes at the top as '#' lines. */
+ig_status ig_hwprof_save(const ig_hwprof *p, const char *path, const char *comment, ig_error *err);
+/* Resolves a profile: a path (contains '/' or ends in .yaml) as given; otherwise a name looked up
+ * as $IGEN_HOME/configs/hardware/NAME.yaml, then <source dir>/configs/hardware/NAME.yaml. */
+ig_status ig_hwprof_find(const char *name_or_path, char *path, size_t n, ig_error *err);
+/* ig_hwprof_find + ig_hwprof_load. */
+ig_status ig_hwprof_open(const char *name_or_path, ig_hwprof *out, ig_error *err);
+/* Fills a machine's capacities from the profile (until the topology module provides them). */
+void ig_hwprof_to_machine(const ig_hwprof *p, ig_machine *m);
+
+#endif

@@ -1,0 +1,737 @@
+/* The planning side of the offloading core: hardware profiles (round trip, a corpus of malformed
+ * files with their file:line:col messages), model shapes, the placement planner (granularity,
+ * capacities, NUMA), the cost model checked by hand, the search, and the igen plan / profile-hw
+ * commands. Nothing here depends on this machine's topology. */
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "offload/cost.h"
+#include "offload/hwprof.h"
+#include "offload/modelshape.h"
+#include "offload/plan.h"
+#include "tests/test_util.h"
+
+static const char *fx(const char *name) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "plan/%s", name);
+    return ig_test_fixture(buf);
+}
+
+/* ---------------- hardware profiles ---------------- */
+
+static int prof_equal(const ig_hwprof *a, const ig_hwprof *b) {
+    int ok =
+        !strcmp(a->name, b->name) && !strcmp(a->description, b->description) &&
+        !strcmp(a->device.name, b->device.name) && a->device.memory_gib == b->device.memory_gib &&
+        a->device.gemm_tflops == b->device.gemm_tflops &&
+        a->device.gemm_tflops_decode == b->device.gemm_tflops_decode &&
+        a->device.mem_bandwidth_gbps == b->device.mem_bandwidth_gbps &&
+        a->device.numa_node == b->device.numa_node && a->host.memory_gib == b->host.memory_gib &&
+        a->host.n_numa == b->host.n_numa && a->host.cpu_gflops == b->host.cpu_gflops &&
+        a->host.mem_bandwidth_gbps == b->host.mem_bandwidth_gbps &&
+        a->link.h2d_gbps == b->link.h2d_gbps && a->link.d2h_gbps == b->link.d2h_gbps &&
+        a->link.h2d_latency_us == b->link.h2d_latency_us &&
+        a->link.d2h_latency_us == b->link.d2h_latency_us && a->has_disk == b->has_disk &&
+        a->disk.read_gbps == b->disk.read_gbps && a->disk.write_gbps == b->disk.write_gbps &&
+        a->disk.capacity_gib == b->disk.capacity_gib;
+    for (int i = 0; ok && i < a->host.n_numa; i++)
+        ok = a->host.numa[i].os_index == b->host.numa[i].os_index &&
+             a->host.numa[i].memory_gib == b->host.numa[i].memory_gib;
+    return ok;
+}
+
+static void test_profile_roundtrip(void) {
+    static ig_hwprof a, b, c;
+    ig_error err;
+    ig_error_clear(&err);
+    const char *names[] = {"a6000-pcie3", "h200"};
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL_FATAL(ig_hwprof_open(names[i], &a, &err), IG_OK);
+        CU_ASSERT_STRING_EQUAL(a.name, names[i]);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/rt-%s.yaml", ig_test_tmpdir(), names[i]);
+        CU_ASSERT_EQUAL(ig_hwprof_save(&a, path, "a comment\nover two lines", &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_hwprof_load(path, &b, &err), IG_OK);
+        CU_ASSERT(prof_equal(&a, &b));
+    }
+    CU_ASSERT_EQUAL(a.host.n_numa, 2); /* h200: two sockets */
+    CU_ASSERT_EQUAL(a.device.numa_node, 0);
+    /* awkward values: thirds, tiny and huge numbers, quotes and backslashes in strings */
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "odd \"name\" \\ x");
+    snprintf(c.description, sizeof c.description, "tab\there: colon");
+    c.device.memory_gib = 1.0 / 3;
+    c.device.gemm_tflops = 1e-7;
+    c.device.gemm_tflops_decode = 123456.789;
+    c.device.mem_bandwidth_gbps = 0.1 + 0.2;
+    c.device.numa_node = 3;
+    c.host.memory_gib = 10;
+    c.host.n_numa = 2;
+    c.host.numa[0] = (ig_hwprof_numa){3, 2.5};
+    c.host.numa[1] = (ig_hwprof_numa){7, 7.5};
+    c.host.mem_bandwidth_gbps = 3;
+    c.link.h2d_gbps = 2.0 / 7;
+    c.link.d2h_gbps = 5;
+    c.link.h2d_latency_us = 0;
+    c.link.d2h_latency_us = 1e-3;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/rt-odd.yaml", ig_test_tmpdir());
+    CU_ASSERT_EQUAL(ig_hwprof_save(&c, path, NULL, &err), IG_OK);
+    ig_error_clear(&err);
+    CU_ASSERT_EQUAL(ig_hwprof_load(path, &b, &err), IG_OK);
+    if (err.msg[0]) fprintf(stderr, "\n    %s\n", err.msg);
+    CU_ASSERT(prof_equal(&c, &b));
+    /* optional fields get their documented defaults */
+    CU_ASSERT_EQUAL(ig_hwprof_load(fx("base.yaml"), &b, &err), IG_OK);
+    CU_ASSERT_EQUAL(b.device.gemm_tflops_decode, 20);
+    CU_ASSERT_EQUAL(b.host.n_numa, 1);
+    CU_ASSERT_EQUAL(b.host.numa[0].memory_gib, 64);
+    CU_ASSERT_EQUAL(b.has_disk, 0);
+    ig_machine m;
+    ig_hwprof_to_machine(&b, &m);
+    CU_ASSERT_EQUAL(m.device_bytes, (size_t)16 << 30);
+    CU_ASSERT_EQUAL(m.disk_bytes, 0);
+    CU_ASSERT_EQUAL(m.device_numa, 0);
+}
+
+static void expect_bad_profile(const char *file, const char *needle) {
+    static ig_hwprof p;
+    ig_error err;
+    ig_error_clear(&err);
+    char want[4400];
+    snprintf(want, sizeof want, "%s:%s", fx(file), needle);
+    ig_status st = ig_hwprof_load(fx(file), &p, &err);
+    if (st == IG_OK || !strstr(err.msg, want))
+        fprintf(stderr, "\n    %s -> %d '%s' (wanted '%s')\n", file, st, err.msg, want);
+    CU_ASSERT_EQUAL(st, IG_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, want));
+}
+
+static void test_profile_errors(void) {
+    expect_bad_profile("unknown_key.yaml",
+                       "11:3: link.d2h_gbs: unknown key (did you mean 'd2h_gbps'?");
+    expect_bad_profile("wrong_type.yaml",
+                       "3:15: device.memory_gib: expected a number, found 'lots'");
+    expect_bad_profile("negative_bw.yaml",
+                       "8:23: host.mem_bandwidth_gbps: -5 is out of range: must be > 0");
+    expect_bad_profile("bad_syntax.yaml", "4:14: YAML syntax error: did not find expected");
+    expect_bad_profile("missing_key.yaml", "10:3: link: missing required key 'd2h_gbps'");
+    expect_bad_profile("section_type.yaml", "2:9: device: expected a mapping, found a scalar");
+    expect_bad_profile("quoted_number.yaml",
+                       "4:16: device.gemm_tflops: expected a number, found the quoted string");
+    expect_bad_profile("duplicate_key.yaml", "6:3: device.memory_gib: duplicate key");
+    expect_bad_profile("numa_bad.yaml", "6:14: device.numa_node: node 3 is not among");
+    expect_bad_profile("numa_sum.yaml", "9:5: host.numa_nodes: the nodes hold 80 GiB");
+    /* from memory, and an empty file */
+    static ig_hwprof p;
+    ig_error err;
+    CU_ASSERT_EQUAL(ig_hwprof_load_string("", 0, "empty.yaml", &p, &err), IG_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "empty.yaml:1:1: (top level): the file is empty"));
+    CU_ASSERT_EQUAL(ig_hwprof_load_string("- a\n- b\n", 8, "list.yaml", &p, &err), IG_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "list.yaml:1:1: (top level): expected a mapping"));
+    CU_ASSERT_EQUAL(ig_hwprof_load("/nonexistent/x.yaml", &p, &err), IG_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "/nonexistent/x.yaml"));
+    CU_ASSERT_EQUAL(ig_hwprof_open("no-such-profile", &p, &err), IG_ERR_NOT_FOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "no hardware profile 'no-such-profile'"));
+}
+
+/* ---------------- model shapes ---------------- */
+
+static void test_model_shapes(void) {
+    ig_model_shape s;
+    ig_error err;
+    ig_error_clear(&err);
+    CU_ASSERT_EQUAL_FATAL(ig_model_shape_open("opt-13b", &s, &err), IG_OK);
+    CU_ASSERT_EQUAL(s.config.arch, IG_ARCH_OPT);
+    CU_ASSERT_EQUAL(s.config.n_layer, 40);
+    CU_ASSERT_EQUAL(s.config.d_model, 5120);
+    CU_ASSERT_EQUAL(s.config.head_dim, 128);
+    CU_ASSERT_EQUAL(s.config.n_kv_head, 40);
+    CU_ASSERT_EQUAL(s.config.pos_offset, 2);
+    CU_ASSERT(s.config.attn_bias && s.config.tied_embeddings);
+    CU_ASSERT_EQUAL(s.weight_dtype, IG_PLAN_F16);
+    const char *all[] = {"opt-6.7b", "opt-30b", "llama-2-7b", "smollm2-135m"};
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(ig_model_shape_open(all[i], &s, &err), IG_OK);
+    CU_ASSERT_EQUAL(s.config.n_kv_head, 3);
+    CU_ASSERT_EQUAL(s.config.head_dim, 64);
+    CU_ASSERT_EQUAL(ig_model_shape_open(fx("bad_shape.yaml"), &s, &err), IG_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(err.msg, "bad_shape.yaml:2:7: arch: 'gpt' is not one of opt, llama"));
+    /* parameter counts of the published models (weights in f16, matrices + vectors) */
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    CU_ASSERT_EQUAL_FATAL(ig_model_shape_open("opt-13b", &s, &err), IG_OK);
+    o.model = s.config;
+    ig_machine m = {.device_bytes = (size_t)1 << 40, .n_numa = 1, .numa_bytes = {(size_t)1 << 40}};
+    o.wl = (ig_workload){16, 2, 1, 1};
+    ig_plan *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+    double params = (double)ig_plan_get_usage(p)->device.weights / 2;
+    CU_ASSERT(params > 12.8e9 && params < 13.0e9); /* OPT-13B: 12.85e9 parameters */
+    ig_plan_free(p);
+    /* from a real model file: the shape equals the loaded config */
+    ig_model_load_opts lo = {IG_DTYPE_F16, 1};
+    ig_model *mod = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_model_load(ig_test_fixture("tiny_llama"), &lo, &mod, &err), IG_OK);
+    ig_model_shape_from_model(mod, &s);
+    CU_ASSERT_EQUAL(s.config.n_layer, ig_model_get_config(mod)->n_layer);
+    CU_ASSERT_EQUAL(s.config.n_kv_head, ig_model_get_config(mod)->n_kv_head);
+    CU_ASSERT_EQUAL(s.weight_dtype, IG_PLAN_F16);
+    ig_model_free(mod);
+}
+
+/* ---------------- planner ---------------- */
+
+static ig_model_config shape_cfg(const char *name) {
+    ig_model_shape s;
+    ig_error err;
+    IG_ASSERT(ig_model_shape_open(name, &s, &err) == IG_OK);
+    return s.config;
+}
+
+static void test_granularity(void) {
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = shape_cfg("opt-13b");
+    o.wl = (ig_workload){64, 8, 2, 1};
+    ig_machine m = {.device_bytes = (size_t)1 << 40,
+                    .n_numa = 1,
+                    .numa_bytes = {(size_t)1 << 40},
+                    .disk_bytes = (size_t)1 << 42};
+    ig_error err;
+    for (int w = 0; w <= 100; w += 5)
+        for (int c = 0; c <= 100 - w; c += 25) {
+            o.pct = (ig_plan_percent){w, c, 100, 0, 100, 0};
+            ig_plan *p = NULL;
+            CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+            const ig_weight_placement *wp = ig_plan_weights(p);
+            for (int l = 0; l < o.model.n_layer; l++) {
+                size_t tot = 0, dev = 0, host = 0, maxt = 0;
+                for (int t = 0; t < IG_WT_COUNT; t++) {
+                    size_t b = ig_plan_tensor_bytes(p, l, (ig_wtensor)t);
+                    tot += b;
+                    if (b > maxt) maxt = b;
+                    ig_tier_kind k = wp->tensor[l * IG_WT_COUNT + t].kind;
+                    if (k == IG_TIER_DEVICE) dev += b;
+                    if (k == IG_TIER_HOST) host += b;
+                }
+                /* within one tensor of the percentage, per layer, for device and device+host */
+                CU_ASSERT(fabs((double)dev - tot * w / 100.0) <= (double)maxt);
+                CU_ASSERT(fabs((double)(dev + host) - tot * (w + c) / 100.0) <= (double)maxt);
+                if (w == 100) CU_ASSERT_EQUAL(dev, tot);
+                if (w == 0) CU_ASSERT_EQUAL(dev, 0);
+            }
+            ig_plan_free(p);
+        }
+    /* KV in whole sequences, cumulative rounding half up: 3 sequences at 50/50 -> 2 device, 1 host
+     */
+    o.pct = (ig_plan_percent){100, 0, 50, 50, 100, 0};
+    o.wl = (ig_workload){64, 8, 3, 1};
+    ig_plan *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+    CU_ASSERT_EQUAL(ig_plan_kv_sequences(p, IG_TIER_DEVICE), 2);
+    CU_ASSERT_EQUAL(ig_plan_kv_sequences(p, IG_TIER_HOST), 1);
+    CU_ASSERT_EQUAL(ig_plan_kv_sequences(p, IG_TIER_DISK), 0);
+    CU_ASSERT_EQUAL(ig_plan_kv_sequence(p, 2).kind, IG_TIER_HOST);
+    /* KV bytes: 40 layers x (64 + 8 - 1) tokens x K and V of 40 heads x 128 in f16 */
+    CU_ASSERT_EQUAL(ig_plan_kv_bytes_per_sequence(p), (size_t)40 * 71 * 2 * 5120 * 2);
+    CU_ASSERT_EQUAL(ig_plan_get_usage(p)->host.kv, ig_plan_kv_bytes_per_sequence(p));
+    ig_plan_free(p);
+    /* int4 KV: head_dim 128 = 2 groups of 64: 64 bytes + 2 x 4 bytes of scale/min per head row */
+    o.kv_dtype = IG_PLAN_INT4;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+    CU_ASSERT_EQUAL(ig_plan_layer(p, 0)->kv_row_bytes, (size_t)2 * 40 * (64 + 8));
+    ig_plan_free(p);
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static void test_capacity_property(void) {
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = shape_cfg("smollm2-135m");
+    o.weight_dtype = IG_PLAN_F32;
+    ig_machine m = {.device_bytes = (size_t)600 << 20,
+                    .n_numa = 2,
+                    .numa_os = {0, 1},
+                    .numa_bytes = {(size_t)700 << 20, (size_t)500 << 20},
+                    .disk_bytes = (size_t)2 << 30,
+                    .device_numa = 1};
+    int feasible = 0, infeasible = 0;
+    ig_error err;
+    for (int it = 0; it < 3000; it++) {
+        int wg = (int)(rnd() % 101), wc = (int)(rnd() % (101 - wg));
+        int cg = (int)(rnd() % 101), cc = (int)(rnd() % (101 - cg));
+        int ag = (int)(rnd() % 101), ac = (int)(rnd() % (101 - ag));
+        o.pct = (ig_plan_percent){wg, wc, cg, cc, ag, ac};
+        o.wl = (ig_workload){1 + (int)(rnd() % 1024), 1 + (int)(rnd() % 256), 1 + (int)(rnd() % 16),
+                             1 + (int)(rnd() % 4)};
+        o.numa_mode = (ig_numa_mode)(rnd() % 3);
+        o.n_numa_nodes = o.numa_mode == IG_NUMA_NODES ? 2 : 0;
+        o.numa_nodes[0] = 1;
+        o.numa_nodes[1] = 0;
+        o.kv_dtype = rnd() % 2 ? IG_PLAN_INT4 : IG_PLAN_F16;
+        o.cpu_cache_compute = (int)(rnd() % 2);
+        ig_plan *p = NULL;
+        ig_error_clear(&err);
+        ig_status st = ig_plan_create(&o, &m, &p, &err);
+        if (st == IG_OK) {
+            feasible++;
+            const ig_plan_usage *u = ig_plan_get_usage(p);
+            CU_ASSERT(ig_plan_bytes_total(&u->device) <= m.device_bytes);
+            CU_ASSERT(ig_plan_bytes_total(&u->host_node[0]) <= m.numa_bytes[0]);
+            CU_ASSERT(ig_plan_bytes_total(&u->host_node[1]) <= m.numa_bytes[1]);
+            CU_ASSERT(ig_plan_bytes_total(&u->disk) <= m.disk_bytes);
+            /* accounting: nodes add up to the host total, every weight byte is somewhere once */
+            CU_ASSERT_EQUAL(ig_plan_bytes_total(&u->host_node[0]) +
+                                ig_plan_bytes_total(&u->host_node[1]),
+                            ig_plan_bytes_total(&u->host));
+            size_t w = 0;
+            for (int l = 0; l < o.model.n_layer; l++)
+                for (int t = 0; t < IG_WT_COUNT; t++)
+                    w += ig_plan_tensor_bytes(p, l, (ig_wtensor)t);
+            w += ig_plan_outer_bytes(p);
+            CU_ASSERT_EQUAL(u->device.weights + u->host.weights + u->disk.weights, w);
+            int B = o.wl.gpu_batch_size * o.wl.num_gpu_batches;
+            CU_ASSERT_EQUAL(ig_plan_kv_sequences(p, IG_TIER_DEVICE) +
+                                ig_plan_kv_sequences(p, IG_TIER_HOST) +
+                                ig_plan_kv_sequences(p, IG_TIER_DISK),
+                            B);
+            CU_ASSERT_EQUAL(u->device.kv + u->host.kv + u->disk.kv,
+                            (size_t)B * ig_plan_kv_bytes_per_sequence(p));
+            ig_plan_free(p);
+        } else {
+            infeasible++;
+            CU_ASSERT_EQUAL(st, IG_ERR_CAPACITY);
+            CU_ASSERT(!strncmp(err.msg, "device: needs", 13) ||
+                      !strncmp(err.msg, "host node ", 10) || !strncmp(err.msg, "disk: needs", 11));
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "GiB"));
+            CU_ASSERT_PTR_NULL(p);
+        }
+    }
+    CU_ASSERT(feasible > 100);
+    CU_ASSERT(infeasible > 100);
+}
+
+static void expect_invalid(const ig_plan_opts *o, const ig_machine *m, const char *needle) {
+    ig_plan *p = NULL;
+    ig_error err;
+    ig_error_clear(&err);
+    ig_status st = ig_plan_create(o, m, &p, &err);
+    if (st != IG_ERR_INVALID_ARG || !strstr(err.msg, needle))
+        fprintf(stderr, "\n    got %d '%s' (wanted '%s')\n", st, err.msg, needle);
+    CU_ASSERT_EQUAL(st, IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, needle));
+    CU_ASSERT_PTR_NULL(p);
+}
+
+static void test_plan_errors(void) {
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = shape_cfg("opt-6.7b");
+    ig_machine m = {.device_bytes = (size_t)48 << 30,
+                    .n_numa = 2,
+                    .numa_os = {0, 1},
+                    .numa_bytes = {(size_t)64 << 30, (size_t)64 << 30},
+                    .device_numa = 0};
+    o.pct = (ig_plan_percent){60, 50, 100, 0, 100, 0};
+    expect_invalid(&o, &m, "weights on device and host: 60 + 50 = 110 is more than 100");
+    o.pct = (ig_plan_percent){100, 0, 30, 80, 100, 0};
+    expect_invalid(&o, &m, "KV cache on device and host: 30 + 80 = 110");
+    o.pct = (ig_plan_percent){100, 0, 100, 0, -5, 0};
+    expect_invalid(&o, &m, "act_gpu = -5: must be in [0, 100]");
+    o.pct = (ig_plan_percent){100, 0, 100, 0, 100, 0};
+    o.numa_mode = IG_NUMA_NODES;
+    o.n_numa_nodes = 1;
+    o.numa_nodes[0] = 2;
+    expect_invalid(&o, &m, "NUMA node 2 is not in the machine (nodes: 0, 1)");
+    o.numa_mode = IG_NUMA_INTERLEAVE;
+    expect_invalid(&o, &m, "NUMA node 2 is not in the machine");
+    o.numa_mode = IG_NUMA_LOCAL;
+    o.n_numa_nodes = 0;
+    m.device_numa = 5;
+    expect_invalid(&o, &m, "the device's node 5 is not in the machine");
+    m.device_numa = 0;
+    o.fetch_fraction = 0.5;
+    o.kv_keep_fraction = 0.2;
+    expect_invalid(&o, &m, "cannot fetch rows that are not kept");
+    o.fetch_fraction = o.kv_keep_fraction = 1;
+    o.wl.gpu_batch_size = 0;
+    expect_invalid(&o, &m, "gpu batch size 0");
+    /* does not fit: the tier, the need with its breakdown and the capacity */
+    o.wl = (ig_workload){2048, 128, 64, 1}; /* 64 x 2175 tokens x 0.5 MiB = 68 GiB of KV */
+    ig_plan *p = NULL;
+    ig_error err;
+    CU_ASSERT_EQUAL(ig_plan_create(&o, &m, &p, &err), IG_ERR_CAPACITY);
+    CU_ASSERT(!strncmp(err.msg, "device: needs ", 14));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(err.msg, "(weights 12.4, KV 68.0, activations 1.0, buffers 23.0)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "but has 48.0 GiB"));
+    o.pct = (ig_plan_percent){100, 0, 0, 0, 100, 0}; /* KV on disk, no disk tier */
+    o.wl = (ig_workload){512, 32, 4, 1};
+    CU_ASSERT_EQUAL(ig_plan_create(&o, &m, &p, &err), IG_ERR_CAPACITY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "disk: needs"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "but the machine has no disk tier"));
+}
+
+static void test_numa(void) {
+    static ig_hwprof hw;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_hwprof_load(fx("two_node_gpu1.yaml"), &hw, &err), IG_OK);
+    ig_machine m;
+    ig_hwprof_to_machine(&hw, &m);
+    CU_ASSERT_EQUAL(m.device_numa, 1);
+    CU_ASSERT_EQUAL(m.n_numa, 2);
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = shape_cfg("opt-6.7b");
+    o.wl = (ig_workload){512, 32, 8, 1};
+    o.pct = (ig_plan_percent){50, 50, 0, 100, 100, 0};
+    ig_plan *p = NULL;
+    /* local: every host byte on the device's node 1 */
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+    const ig_plan_usage *u = ig_plan_get_usage(p);
+    CU_ASSERT(u->host.kv > 0);
+    CU_ASSERT_EQUAL(u->host_node[1].kv, u->host.kv);
+    CU_ASSERT_EQUAL(u->host_node[1].weights, u->host.weights);
+    CU_ASSERT_EQUAL(ig_plan_bytes_total(&u->host_node[0]), 0);
+    for (int s = 0; s < 8; s++) {
+        CU_ASSERT_EQUAL(ig_plan_kv_sequence(p, s).kind, IG_TIER_HOST);
+        CU_ASSERT_EQUAL(ig_plan_kv_sequence(p, s).numa, 1);
+    }
+    ig_plan_free(p);
+    /* interleave: each node gets half of every host item (within a byte per item) */
+    o.numa_mode = IG_NUMA_INTERLEAVE;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+    u = ig_plan_get_usage(p);
+    CU_ASSERT(u->host_node[0].kv + u->host_node[1].kv == u->host.kv);
+    CU_ASSERT(llabs((long long)u->host_node[0].kv - (long long)u->host_node[1].kv) <= 8);
+    CU_ASSERT(llabs((long long)u->host_node[0].weights - (long long)u->host_node[1].weights) <=
+              1000);
+    CU_ASSERT_EQUAL(ig_plan_kv_sequence(p, 0).numa, -1);
+    ig_plan_free(p);
+    /* explicit list 0,1: node 0 fills first; a KV load larger than node 0 spills to node 1 */
+    o.numa_mode = IG_NUMA_NODES;
+    o.n_numa_nodes = 2;
+    o.numa_nodes[0] = 0;
+    o.numa_nodes[1] = 1;
+    o.wl = (ig_workload){512, 1536, 32, 1}; /* 32 x 1 GiB of KV + 8.4 GiB of weights > one node */
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+    u = ig_plan_get_usage(p);
+    CU_ASSERT(u->host_node[0].kv > 0 && u->host_node[1].kv > 0);
+    CU_ASSERT_EQUAL(ig_plan_kv_sequence(p, 0).numa, 0);
+    CU_ASSERT_EQUAL(ig_plan_kv_sequence(p, 31).numa, 1);
+    CU_ASSERT(ig_plan_bytes_total(&u->host_node[0]) <= m.numa_bytes[0]);
+    ig_plan_free(p);
+    /* the same load with local does not fit node 1: the error names the node */
+    o.numa_mode = IG_NUMA_LOCAL;
+    o.n_numa_nodes = 0;
+    CU_ASSERT_EQUAL(ig_plan_create(&o, &m, &p, &err), IG_ERR_CAPACITY);
+    CU_ASSERT(!strncmp(err.msg, "host node 1: needs ", 19));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "but has 32.0 GiB"));
+}
+
+/* ---------------- cost model ---------------- */
+
+static void test_cost_by_hand(void) {
+    ig_cost_hw hw = {.gemm_flops = 1e12,
+                     .gemm_flops_decode = 0.5e12,
+                     .dev_bw = 100e9,
+                     .host_bw = 10e9,
+                     .h2d_bw = 10e9,
+                     .d2h_bw = 5e9,
+                     .h2d_lat = 1e-3,
+                     .d2h_lat = 0,
+                     .disk_read_bw = 1e9,
+                     .disk_write_bw = 0.5e9};
+    ig_cost_times t;
+    /* compute bound: 2 TFLOP at 1 TFLOPS = 2 s; 1 GB at 10 GB/s + 1 ms = 0.101 s */
+    ig_cost_traffic tr = {.h2d_bytes = 1e9, .gemm_flops = 2e12};
+    ig_cost_times_of(&tr, 0, &hw, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 2.0, 1e-12);
+    IG_ASSERT_NEAR(t.t[IG_COST_H2D], 0.101, 1e-12);
+    IG_ASSERT_NEAR(t.step, 2.0, 1e-12);
+    ig_cost_times_of(&tr, 0, &hw, 0, &t);
+    IG_ASSERT_NEAR(t.step, 2.101, 1e-12);
+    /* transfer bound, decode rate: 0.1 TFLOP at 0.5 TFLOPS = 0.2 s; 10 GB at 10 GB/s = 1.001 s;
+     * d2h 1 GB at 5 GB/s = 0.2 s; disk read 0.5 GB at 1 GB/s = 0.5 s, write 0.25 GB = 0.5 s */
+    tr = (ig_cost_traffic){.h2d_bytes = 10e9,
+                           .d2h_bytes = 1e9,
+                           .disk_read_bytes = 0.5e9,
+                           .disk_write_bytes = 0.25e9,
+                           .gemm_flops = 0.1e12};
+    ig_cost_times_of(&tr, 1, &hw, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 0.2, 1e-12);
+    IG_ASSERT_NEAR(t.step, 1.001, 1e-12);
+    ig_cost_times_of(&tr, 1, &hw, 0, &t);
+    IG_ASSERT_NEAR(t.step, 1.001 + 0.2 + 0.5 + 0.5 + 0.2, 1e-12);
+    /* roofline: few FLOPs but many weight bytes -> bandwidth time; attention bytes on both sides */
+    tr = (ig_cost_traffic){
+        .gemm_flops = 1e9, .gemm_bytes = 10e9, .attn_dev_bytes = 1e9, .attn_host_bytes = 1e9};
+    ig_cost_times_of(&tr, 1, &hw, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 0.1 + 0.01 + 0.1, 1e-12);
+    CU_ASSERT_EQUAL(ig_cost_transfer_s(0, 1e9, 5), 0);
+
+    /* through a plan: a one-layer model, weights and KV on the host, checked term by term */
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = (ig_model_config){.arch = IG_ARCH_LLAMA,
+                                .n_layer = 1,
+                                .d_model = 64,
+                                .n_head = 2,
+                                .n_kv_head = 1,
+                                .head_dim = 32,
+                                .d_ffn = 128,
+                                .vocab = 100,
+                                .max_pos = 1024,
+                                .tied_embeddings = 1};
+    o.wl = (ig_workload){100, 11, 4, 2};
+    o.pct = (ig_plan_percent){0, 100, 0, 100, 100, 0};
+    o.fetch_fraction = 0.5;
+    ig_machine m = {.device_bytes = (size_t)1 << 30, .n_numa = 1, .numa_bytes = {(size_t)1 << 30}};
+    ig_plan *p = NULL;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+    const ig_plan_layer_io *io = ig_plan_layer(p, 0);
+    /* f16: norms 64 + 64, q 64x64, k 32x64, v 32x64, o 64x64, gate/up/down 3 x 128x64 */
+    size_t w = 2 * (64 + 64 + 64 * 64 * 2 + 32 * 64 * 2 + 3 * 128 * 64);
+    CU_ASSERT_EQUAL(io->w_total, w);
+    CU_ASSERT_EQUAL(io->w_bytes[IG_TIER_HOST], w);
+    CU_ASSERT_EQUAL(io->kv_row_bytes, 2 * 32 * 2);
+    IG_ASSERT_NEAR(io->gemm_flops_per_token, 2.0 * (64 * 64 * 2 + 64 * 32 * 2 + 3 * 64 * 128),
+                   1e-9);
+    ig_cost_layer_traffic(p, 0, 1, 105, &tr);
+    /* 8 sequences fetch half of 105 rows each, plus the layer's weights */
+    IG_ASSERT_NEAR(tr.h2d_bytes, (double)w + 8 * 52.5 * 128, 1e-6);
+    IG_ASSERT_NEAR(tr.d2h_bytes, 8 * 128, 1e-9); /* one new row per sequence */
+    IG_ASSERT_NEAR(tr.attn_dev_bytes, 8 * 52.5 * 128, 1e-6);
+    IG_ASSERT_NEAR(tr.gemm_bytes, 2.0 * w, 1e-9); /* read once per GPU batch */
+    ig_cost_layer_traffic(p, 0, 0, 100, &tr);
+    IG_ASSERT_NEAR(tr.d2h_bytes, 8 * 100 * 128, 1e-9); /* the prompt's rows stored */
+    IG_ASSERT_NEAR(tr.attn_flops, 4.0 * 8 * 64 * 100 * 100, 1e-3);
+    /* total = prefill + 10 decode steps, each a layer + the lm_head */
+    ig_cost_result r;
+    CU_ASSERT_EQUAL(ig_cost_estimate(p, &hw, &r, &err), IG_OK);
+    double want = 0;
+    ig_cost_layer_traffic(p, 0, 0, 100, &tr);
+    ig_cost_times_of(&tr, 0, &hw, 1, &t);
+    want += t.step;
+    ig_cost_layer_traffic(p, -1, 0, 100, &tr);
+    ig_cost_times_of(&tr, 0, &hw, 1, &t);
+    want += t.step;
+    for (int j = 1; j < 11; j++) {
+        ig_cost_layer_traffic(p, 0, 1, 100 + j, &tr);
+        ig_cost_times_of(&tr, 1, &hw, 1, &t);
+        want += t.step;
+        ig_cost_layer_traffic(p, -1, 1, 100 + j, &tr);
+        ig_cost_times_of(&tr, 1, &hw, 1, &t);
+        want += t.step;
+    }
+    IG_ASSERT_NEAR(r.total_s, want, 1e-12);
+    IG_ASSERT_NEAR(r.throughput, 8 * 11 / want, 1e-9);
+    IG_ASSERT_NEAR(r.decode_step_s, r.decode_s / 10, 1e-15);
+    ig_plan_free(p);
+}
+
+static void test_search(void) {
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = shape_cfg("opt-6.7b");
+    o.wl = (ig_workload){512, 32, 1, 1};
+    static ig_hwprof hw;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_hwprof_open("a6000-pcie3", &hw, &err), IG_OK);
+    hw.device.memory_gib = 16; /* a small GPU so that placements matter */
+    ig_machine m;
+    ig_hwprof_to_machine(&hw, &m);
+    ig_cost_hw rates;
+    ig_cost_hw_from_profile(&hw, &rates);
+    ig_plan_search_opts so;
+    ig_plan_search_opts_init(&so);
+    so.step_percent = 25;
+    so.max_gpu_batch = 16;
+    so.max_num_gpu_batches = 4;
+    so.top_k = 4;
+    ig_plan_candidate top[IG_PLAN_SEARCH_TOP_MAX];
+    int n = 0;
+    long feas = 0, tried = 0;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_search(&o, &m, &rates, &so, top, &n, &feas, &tried, &err), IG_OK);
+    CU_ASSERT_EQUAL(n, 4);
+    CU_ASSERT_EQUAL(tried, 5 * 3 * 15 * 15 * 2);
+    CU_ASSERT(feas > 0 && feas < tried);
+    for (int i = 1; i < n; i++) CU_ASSERT(top[i - 1].cost.throughput >= top[i].cost.throughput);
+    /* the winner is feasible and at least as fast as hand-picked plans */
+    ig_plan_opts best = o;
+    best.wl = top[0].wl;
+    best.pct = top[0].pct;
+    ig_plan *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&best, &m, &p, &err), IG_OK);
+    ig_cost_result r;
+    CU_ASSERT_EQUAL(ig_cost_estimate(p, &rates, &r, &err), IG_OK);
+    IG_ASSERT_NEAR(r.throughput, top[0].cost.throughput, 1e-9 * r.throughput);
+    ig_plan_free(p);
+    struct {
+        ig_workload wl;
+        ig_plan_percent pct;
+    } hand[] = {
+        {{512, 32, 1, 1}, {75, 25, 100, 0, 100, 0}},
+        {{512, 32, 8, 1}, {50, 50, 0, 100, 100, 0}},
+        {{512, 32, 16, 4}, {25, 75, 0, 100, 100, 0}},
+        {{512, 32, 4, 2}, {75, 25, 25, 75, 100, 0}},
+    };
+    int checked = 0;
+    for (size_t i = 0; i < sizeof hand / sizeof hand[0]; i++) {
+        ig_plan_opts h = o;
+        h.wl = hand[i].wl;
+        h.pct = hand[i].pct;
+        if (ig_plan_create(&h, &m, &p, &err) != IG_OK) continue;
+        CU_ASSERT_EQUAL(ig_cost_estimate(p, &rates, &r, &err), IG_OK);
+        CU_ASSERT(top[0].cost.throughput >= r.throughput);
+        checked++;
+        ig_plan_free(p);
+    }
+    CU_ASSERT(checked >= 3);
+    /* deterministic */
+    ig_plan_candidate again[IG_PLAN_SEARCH_TOP_MAX];
+    int n2 = 0;
+    CU_ASSERT_EQUAL(ig_plan_search(&o, &m, &rates, &so, again, &n2, &feas, &tried, &err), IG_OK);
+    CU_ASSERT_EQUAL(n2, n);
+    CU_ASSERT(!memcmp(&again[0].wl, &top[0].wl, sizeof top[0].wl));
+    CU_ASSERT(!memcmp(&again[0].pct, &top[0].pct, sizeof top[0].pct));
+    so.step_percent = 30;
+    CU_ASSERT_EQUAL(ig_plan_search(&o, &m, &rates, &so, again, &n2, &feas, &tried, &err),
+                    IG_ERR_INVALID_ARG);
+}
+
+/* ---------------- CLI ---------------- */
+
+typedef struct run_out {
+    int status;
+    char out[65536];
+    char err[8192];
+} run_out;
+
+static void slurp(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "rb");
+    buf[0] = '\0';
+    if (!f) return;
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+}
+
+static void run(run_out *r, const char *args) {
+    char cmd[16384], o[4200], e[4200];
+    snprintf(o, sizeof o, "%s/stdout.txt", ig_test_tmpdir());
+    snprintf(e, sizeof e, "%s/stderr.txt", ig_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "'%s/igen' %s >'%s' 2>'%s'", IG_BINARY_DIR, args, o, e);
+    int st = system(cmd);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    slurp(o, r->out, sizeof r->out);
+    slurp(e, r->err, sizeof r->err);
+}
+
+static void expect_cli_error(run_out *r, const char *args, const char *needle) {
+    run(r, args);
+    if (r->status != 2 || !strstr(r->err, needle))
+        fprintf(stderr, "\n    igen %s -> %d: %s\n", args, r->status, r->err);
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, needle));
+}
+
+static void test_cli(void) {
+    run_out *r = malloc(sizeof *r);
+    run(r, "plan --help");
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "usage: igen plan"));
+    run(r, "profile-hw --help");
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "usage: igen profile-hw"));
+    expect_cli_error(r, "plan --shape opt-13b --hardware a6000-pcie3 --percent 100,10,0,100,100,0",
+                     "100 + 10 = 110 is more than 100");
+    expect_cli_error(r, "plan --shape opt-13b --hardware a6000-pcie3 --percent 100,0,100",
+                     "--percent: '100,0,100' is not six");
+    expect_cli_error(r, "plan --shape opt-13b --hardware nosuch", "no hardware profile 'nosuch'");
+    expect_cli_error(r, "plan --shape nosuch --hardware a6000-pcie3", "no model shape 'nosuch'");
+    expect_cli_error(r, "plan --shape opt-13b", "--hardware NAME|FILE is required");
+    expect_cli_error(r, "plan --shape opt-13b --hardware h200 --numa 4",
+                     "NUMA node 4 is not in the machine (nodes: 0, 1)");
+    expect_cli_error(r, "plan --shape opt-30b --hardware a6000-pcie3 --gpu-batch 64",
+                     "device: needs");
+    expect_cli_error(r, "plan --shape opt-13b --hardware a6000-pcie3 --policy nosuch",
+                     "no cost preset for 'nosuch'");
+    char args[8192];
+    snprintf(args, sizeof args, "plan --shape opt-13b --hardware '%s'", fx("unknown_key.yaml"));
+    expect_cli_error(r, args, "unknown_key.yaml:11:3: link.d2h_gbs: unknown key");
+    /* --json parses and carries the plan and the cost */
+    run(r, "plan --shape opt-13b --hardware a6000-pcie3 --prompt-len 1920 --gen-len 128 "
+           "--gpu-batch 20 --percent 100,0,0,100,100,0 --policy infinigen --json");
+    CU_ASSERT_EQUAL(r->status, 0);
+    json_object *j = json_tokener_parse(r->out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_object *cost, *thr, *tiers, *kv, *host;
+    CU_ASSERT(json_object_object_get_ex(j, "cost", &cost));
+    CU_ASSERT(json_object_object_get_ex(cost, "decode_throughput_tok_s", &thr));
+    CU_ASSERT(json_object_get_double(thr) > 0);
+    CU_ASSERT(json_object_object_get_ex(j, "kv_sequences", &kv));
+    CU_ASSERT(json_object_object_get_ex(kv, "host", &host));
+    CU_ASSERT_EQUAL(json_object_get_int(host), 20);
+    CU_ASSERT(json_object_object_get_ex(j, "tiers", &tiers));
+    json_object_put(j);
+    /* search with --json; human output of a plan */
+    run(r, "plan --shape smollm2-135m --hardware a6000-pcie3 --search --grid-step 50 "
+           "--max-gpu-batch 4 --max-num-gpu-batches 2 --json");
+    CU_ASSERT_EQUAL(r->status, 0);
+    j = json_tokener_parse(r->out);
+    json_object *s = NULL, *top = NULL;
+    CU_ASSERT(j && json_object_object_get_ex(j, "search", &s) &&
+              json_object_object_get_ex(s, "top", &top) && json_object_array_length(top) >= 1);
+    if (j) json_object_put(j);
+    run(r, "plan --shape opt-6.7b --hardware h200 --numa interleave --percent 50,50,0,100,100,0");
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "host node 1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "throughput"));
+    /* profile-hw writes a profile that loads */
+    char out[4200];
+    snprintf(out, sizeof out, "%s/hw.yaml", ig_test_tmpdir());
+    snprintf(args, sizeof args, "profile-hw --quick --out '%s' --disk-dir '%s'", out,
+             ig_test_tmpdir());
+    run(r, args);
+    if (r->status) fprintf(stderr, "\n    profile-hw: %s\n", r->err);
+    CU_ASSERT_EQUAL(r->status, 0);
+    static ig_hwprof hw;
+    ig_error err;
+    CU_ASSERT_EQUAL(ig_hwprof_load(out, &hw, &err), IG_OK);
+    CU_ASSERT(hw.device.gemm_tflops > 0 && hw.link.h2d_gbps > 0 && hw.has_disk);
+    CU_ASSERT(hw.disk.read_gbps > 0 && hw.host.memory_gib > 0);
+    /* the measured profile plans the default model's shape */
+    snprintf(args, sizeof args, "plan --shape smollm2-135m --hardware '%s' --gpu-batch 2", out);
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    expect_cli_error(r, "profile-hw --quick --disk-dir /nonexistent/dir", "/nonexistent/dir");
+    free(r);
+}
+
+void ig_test_register(void) {
+    CU_pSuite s = CU_add_suite("plan", NULL, NULL);
+    CU_add_test(s, "profile_roundtrip", test_profile_roundtrip);
+    CU_add_test(s, "profile_errors", test_profile_errors);
+    CU_add_test(s, "model_shapes", test_model_shapes);
+    CU_add_test(s, "granularity", test_granularity);
+    CU_add_test(s, "capacity_property", test_capacity_property);
+    CU_add_test(s, "plan_errors", test_plan_errors);
+    CU_add_test(s, "numa", test_numa);
+    CU_add_test(s, "cost_by_hand", test_cost_by_hand);
+    CU_add_test(s, "search", test_search);
+    CU_add_test(s, "cli", test_cli);
+}
