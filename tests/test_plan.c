@@ -688,6 +688,31 @@ static void test_cli(void) {
     CU_ASSERT_EQUAL(json_object_get_int(host), 20);
     CU_ASSERT(json_object_object_get_ex(j, "tiers", &tiers));
     json_object_put(j);
+    /* a topology decides the host nodes: the fixture's GPU 1 hangs off node 1, so with NUMA
+     * "local" the host KV lands on node 1 and nothing on node 0 */
+    snprintf(args, sizeof args,
+             "plan --shape opt-13b --hardware a6000-pcie3 --xml '%s/topo/two_socket_two_gpu.xml' "
+             "--gpu 1 --percent 100,0,0,100,100,0 --prompt-len 1920 --gen-len 128 --gpu-batch 4 "
+             "--num-gpu-batches 5 --json",
+             ig_test_fixture(""));
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    j = json_tokener_parse(r->out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_object *nodes = NULL;
+    CU_ASSERT_FATAL(json_object_object_get_ex(j, "tiers", &tiers) &&
+                    json_object_object_get_ex(tiers, "host_nodes", &nodes) &&
+                    json_object_array_length(nodes) == 2);
+    for (int i = 0; i < 2; i++) {
+        json_object *n = json_object_array_get_idx(nodes, (size_t)i), *kvb = NULL, *numa = NULL;
+        CU_ASSERT(json_object_object_get_ex(n, "kv", &kvb) &&
+                  json_object_object_get_ex(n, "numa", &numa));
+        CU_ASSERT_EQUAL(json_object_get_int(numa), i);
+        CU_ASSERT(i == 1 ? json_object_get_int64(kvb) > 0 : json_object_get_int64(kvb) == 0);
+    }
+    json_object_put(j);
+    expect_cli_error(r, "plan --shape opt-13b --hardware a6000-pcie3 --xml /nonexistent.xml",
+                     "/nonexistent.xml");
     /* search with --json; human output of a plan */
     run(r, "plan --shape smollm2-135m --hardware a6000-pcie3 --search --grid-step 50 "
            "--max-gpu-batch 4 --max-num-gpu-batches 2 --json");

@@ -9,6 +9,7 @@
 #include "core/cli/cli.h"
 #include "offload/cost.h"
 #include "offload/hwprof.h"
+#include "offload/topo.h"
 #include "offload/modelshape.h"
 #include "offload/plan.h"
 
@@ -40,6 +41,11 @@ static void help(void) {
         "  --no-overlap      the cost model sums activities instead of overlapping them\n"
         "  --numa MODE       host memory: local (default: the device's node), interleave, or an\n"
         "                    explicit node list N,M,... filled in order\n"
+        "  --this-machine    host NUMA nodes (memory per node) and the GPU's node from this\n"
+        "                    machine's hwloc topology instead of the profile's host section\n"
+        "  --xml FILE        the same from an hwloc XML topology (plan for another machine)\n"
+        "  --synthetic DESC  the same from an hwloc synthetic description\n"
+        "  --gpu N           which GPU of the topology is the device (default 0)\n"
         "  --search          search gpu batch sizes and placements for the fastest plan that fits\n"
         "                    (--gpu-batch / --num-gpu-batches, if given, are kept fixed)\n"
         "  --grid-step S     search grid step in percent (default 10; must divide 100)\n"
@@ -250,6 +256,10 @@ int ig_cmd_plan(int argc, char **argv) {
         O_MAX_NGB,
         O_TOP,
         O_JSON,
+        O_TOPO_THIS,
+        O_TOPO_XML,
+        O_TOPO_SYN,
+        O_GPU,
     };
     static const struct option longopts[] = {
         {"shape", required_argument, NULL, O_SHAPE},
@@ -275,10 +285,16 @@ int ig_cmd_plan(int argc, char **argv) {
         {"max-num-gpu-batches", required_argument, NULL, O_MAX_NGB},
         {"top", required_argument, NULL, O_TOP},
         {"json", no_argument, NULL, O_JSON},
+        {"this-machine", no_argument, NULL, O_TOPO_THIS},
+        {"xml", required_argument, NULL, O_TOPO_XML},
+        {"synthetic", required_argument, NULL, O_TOPO_SYN},
+        {"gpu", required_argument, NULL, O_GPU},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *shape_name = NULL, *model_path = NULL, *hw_name = NULL, *policy = NULL;
+    const char *topo_xml = NULL, *topo_syn = NULL;
+    int topo_this = 0, gpu = 0;
     ig_plan_opts o;
     ig_plan_opts_init(&o);
     o.wl = (ig_workload){512, 32, 4, 1};
@@ -296,6 +312,19 @@ int ig_cmd_plan(int argc, char **argv) {
         case 'h':
             help();
             return 0;
+        case O_TOPO_THIS:
+            topo_this = 1;
+            break;
+        case O_TOPO_XML:
+            topo_xml = optarg;
+            break;
+        case O_TOPO_SYN:
+            topo_syn = optarg;
+            break;
+        case O_GPU:
+            if (ig_cli_parse_int("plan", "--gpu", optarg, 0, 1024, &v) != 0) return IG_EXIT_ERROR;
+            gpu = (int)v;
+            break;
         case O_SHAPE:
             shape_name = optarg;
             break;
@@ -411,6 +440,10 @@ int ig_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "igen plan: --hardware NAME|FILE is required (see configs/hardware/)\n");
         return IG_EXIT_ERROR;
     }
+    if (topo_this + !!topo_xml + !!topo_syn > 1) {
+        fprintf(stderr, "igen plan: give at most one of --this-machine, --xml and --synthetic\n");
+        return IG_EXIT_ERROR;
+    }
     if (search && pct_given) {
         fprintf(stderr, "igen plan: --percent and --search exclude each other (the search "
                         "chooses the placement)\n");
@@ -469,6 +502,29 @@ int ig_cmd_plan(int argc, char **argv) {
     }
     ig_machine m;
     ig_hwprof_to_machine(hw, &m);
+    if (topo_this || topo_xml || topo_syn) { /* host NUMA nodes and the GPU's node from hwloc */
+        ig_topo *t = NULL;
+        ig_status ts = topo_xml   ? ig_topo_load_xml(topo_xml, &t, &err)
+                       : topo_syn ? ig_topo_load_synthetic(topo_syn, &t, &err)
+                                  : ig_topo_discover(&t, &err);
+        if (ts == IG_OK) {
+            ig_machine tm;
+            memset(&tm, 0, sizeof tm);
+            ts = ig_topo_fill_machine(t, ig_topo_n_gpus(t) ? gpu : -1, &tm);
+            if (ts != IG_OK)
+                ig_error_set(&err, IG_ERR_INVALID_ARG, "--gpu %d: the topology has %d GPUs (%s)",
+                             gpu, ig_topo_n_gpus(t), ig_topo_source_desc(t));
+            tm.device_bytes = m.device_bytes;
+            tm.disk_bytes = m.disk_bytes;
+            m = tm;
+        }
+        ig_topo_free(t);
+        if (ts != IG_OK) {
+            ig_cli_error("plan", &err);
+            free(hw);
+            return IG_EXIT_ERROR;
+        }
+    }
     ig_cost_hw rates;
     ig_cost_hw_from_profile(hw, &rates);
 
