@@ -3,6 +3,7 @@
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -141,6 +142,85 @@ static void test_ppl_json(void) {
     free(r);
 }
 
+/* Offloading through the CLI: any feasible placement gives the same numbers as no placement (the
+ * weights are read from the device region, host memory or the disk tier); placements that cannot
+ * run are refused with exit 2 and nothing is left in the disk directory. */
+static double ppl_of(run_out *r, const char *args) {
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    json_object *o = json_tokener_parse(r->out), *v;
+    double nll = -1;
+    if (o && json_object_object_get_ex(o, "nll_sum", &v)) nll = json_object_get_double(v);
+    if (o) json_object_put(o);
+    return nll;
+}
+
+static void test_offload(void) {
+    char text[4096] = "";
+    for (int i = 0; i < 40; i++) strcat(text, "the cat sat on the mat and then it ran away. ");
+    const char *t = tmpfile_with("off.txt", text);
+    char dir[4300], args[16384];
+    snprintf(dir, sizeof dir, "%s/disk", ig_test_tmpdir());
+    mkdir(dir, 0755);
+    run_out *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --windows 2 --json --quiet", t);
+    double base = ppl_of(r, args);
+    CU_ASSERT(base > 0);
+    const char *placements[] = {"100,0,100,0,100,0", "0,100,100,0,100,0", "0,0,100,0,100,0",
+                                "30,30,100,0,100,0"};
+    for (int i = 0; i < 4; i++)
+        for (int ov = 0; ov < 2; ov++) {
+            snprintf(args, sizeof args,
+                     "ppl --text '%s' --ctx 32 --windows 2 --json --quiet --percent %s "
+                     "--disk-dir '%s' %s",
+                     t, placements[i], dir, ov ? "" : "--no-overlap");
+            double v = ppl_of(r, args);
+            if (v != base)
+                fprintf(stderr, "\n    --percent %s: nll %.17g vs %.17g", placements[i], v, base);
+            CU_ASSERT(v == base); /* bit-identical sums */
+            CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "\"offload\":true"));
+        }
+    /* KV placement with a policy: same numbers, fewer bytes over the link */
+    snprintf(args, sizeof args,
+             "ppl --text '%s' --ctx 32 --windows 2 --json --quiet --policy full --prefill 8 "
+             "--batch 2 --percent 100,0,50,50,100,0",
+             t);
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "\"kv_device_sequences\":1"));
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
+    CU_ASSERT(system(cmd) == 0); /* nothing left behind */
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --percent 0,50,100,0,100,0", t);
+    expect_error(args, "(give --disk-dir DIR)");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --percent 50,60,100,0,100,0", t);
+    expect_error(args, "is more than 100");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --percent 100,0,100,0", t);
+    expect_error(args, "is not six comma-separated numbers");
+    snprintf(args, sizeof args,
+             "ppl --text '%s' --ctx 32 --percent 100,0,0,0,100,0 --disk-dir '%s'", t, dir);
+    expect_error(args, "KV cache on disk");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --percent 100,0,100,0,0,100", t);
+    expect_error(args, "activations off the device");
+    snprintf(args, sizeof args,
+             "ppl --text '%s' --ctx 32 --percent 0,0,100,0,100,0 --disk-dir /nonexistent/x", t);
+    expect_error(args, "/nonexistent/x");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --percent 100,0,0,100,100,0", t);
+    expect_error(args, "needs a KV policy");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --link 5", t);
+    expect_error(args, "need --percent");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --percent 100,0,100,0,100,0 --link fast",
+             t);
+    expect_error(args, "link model");
+    snprintf(args, sizeof args,
+             "ppl --text '%s' --ctx 32 --percent 100,0,100,0,100,0 --device-mem 0.0001", t);
+    expect_error(args, "device: needs");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --percent 100,0,100,0,100,0 --numa 7", t);
+    expect_error(args, "NUMA node 7");
+    CU_ASSERT(system(cmd) == 0);
+    free(r);
+}
+
 static void test_generate(void) {
     run_out *a = malloc(sizeof *a), *b = malloc(sizeof *b), *c = malloc(sizeof *c);
     run(a, "generate --prompt 'the cat' --prompt 'a much longer prompt about the dog' -n 8 "
@@ -179,4 +259,5 @@ void ig_test_register(void) {
     CU_add_test(s, "ppl_errors", test_ppl_errors);
     CU_add_test(s, "ppl_json", test_ppl_json);
     CU_add_test(s, "generate", test_generate);
+    CU_add_test(s, "offload", test_offload);
 }

@@ -9,6 +9,8 @@
 #include "core/engine/engine.h"
 #include "core/model/model.h"
 #include "core/status.h"
+#include "offload/link.h"
+#include "offload/plan.h"
 #include "policies/policy.h"
 
 /* Exit status for any error: bad input, unusable file, does not fit. */
@@ -102,6 +104,66 @@ void ig_cli_policy_apply(const ig_cli_policy *p, ig_engine_opts *eo);
 void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object *o);
 /* One human line with the policy's KV traffic. */
 void ig_cli_policy_print(const ig_cli_policy *p, const ig_engine *e, FILE *f);
+
+/* Offloading options of commands that run a model: --percent (FlexGen's six numbers), --numa,
+ * --disk-dir, --link, --no-overlap, --device-mem. Without --percent nothing is offloaded. */
+struct ig_topo;
+struct ig_plan;
+struct ig_disk;
+struct ig_wstream;
+typedef struct ig_cli_offload {
+    const char *percent, *numa, *disk_dir, *link_spec;
+    int no_overlap;
+    double device_gib;
+    /* set up by ig_cli_offload_setup */
+    int active;
+    ig_link_model link;
+    struct ig_topo *topo;
+    struct ig_plan *plan;
+    struct ig_disk *disk;
+    struct ig_wstream *ws;
+} ig_cli_offload;
+enum {
+    IG_OPT_PERCENT = 1070,
+    IG_OPT_NUMA,
+    IG_OPT_DISK_DIR,
+    IG_OPT_LINK,
+    IG_OPT_NO_OVERLAP,
+    IG_OPT_DEVICE_MEM,
+};
+#define IG_CLI_OFFLOAD_LONGOPTS                                                                    \
+    {"percent", required_argument, NULL, IG_OPT_PERCENT},                                          \
+        {"numa", required_argument, NULL, IG_OPT_NUMA},                                            \
+        {"disk-dir", required_argument, NULL, IG_OPT_DISK_DIR},                                    \
+        {"link", required_argument, NULL, IG_OPT_LINK},                                            \
+        {"no-overlap", no_argument, NULL, IG_OPT_NO_OVERLAP}, {                                    \
+        "device-mem", required_argument, NULL, IG_OPT_DEVICE_MEM                                   \
+    }
+#define IG_CLI_OFFLOAD_HELP                                                                        \
+    "  --percent W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU\n"                                            \
+    "                    FlexGen placement: percent of weights / KV cache / activations on the\n"  \
+    "                    device and in host memory, the rest on disk (see 'igen plan')\n"          \
+    "  --numa MODE       host memory: local (default), interleave, or a node list N,M\n"           \
+    "  --disk-dir DIR    the disk tier's directory (a fresh subdirectory, removed at exit)\n"      \
+    "  --link SPEC       link model for device<->host copies, e.g. h2d=12,d2h=12,lat=10 (GB/s,\n"  \
+    "                    us); default off (memory speed)\n"                                        \
+    "  --no-overlap      load each layer's weights when needed instead of one layer ahead\n"       \
+    "  --device-mem GIB  capacity of the device tier (default: this machine's memory)\n"
+
+int ig_cli_parse_percent(const char *cmd, const char *s, ig_plan_percent *p);
+int ig_cli_parse_numa(const char *cmd, const char *s, ig_plan_opts *o);
+void ig_cli_offload_init(ig_cli_offload *o);
+/* Handles one offloading option: 1 if it was one, 0 if not, -1 on a bad value. */
+int ig_cli_offload_opt(ig_cli_offload *o, int opt, const char *arg);
+/* Plans the placement for n_seqs sequences of prompt_len + gen_len tokens on this machine and sets
+ * up the tiers and the weight stream; fills eo->weights and eo->kv_device_slots. Prints the error
+ * and returns -1 on failure (nothing left allocated); 0 also when no --percent was given. */
+int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, int n_seqs,
+                         int prompt_len, int gen_len, const ig_cli_policy *pol, ig_engine_opts *eo);
+void ig_cli_offload_free(ig_cli_offload *o);
+/* Adds "offload", "placement_percent", "link_model", "weight_*" fields to a JSON object. */
+void ig_cli_offload_json(const ig_cli_offload *o, json_object *j);
+void ig_cli_offload_print(const ig_cli_offload *o, FILE *f);
 
 void ig_cli_common_init(ig_cli_common *c);
 /* Handles one of the common options; returns 1 if it was one, 0 if not, -1 on a bad value. */

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/mapfile.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "offload/wstream.h"
 
 static void help(void) {
     printf(
@@ -29,7 +30,7 @@ static void help(void) {
         "  --warmup N        decode steps run before timing starts (default 2)\n"
         "  --json            print the JSON object on stdout\n"
         "  --out FILE        also write the JSON object to FILE\n" IG_CLI_POLICY_HELP
-            IG_CLI_COMMON_HELP);
+            IG_CLI_OFFLOAD_HELP IG_CLI_COMMON_HELP);
 }
 
 int ig_cmd_bench_decode(int argc, char **argv) {
@@ -37,6 +38,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     static const struct option longopts[] = {
         IG_CLI_COMMON_LONGOPTS,
         IG_CLI_POLICY_LONGOPTS,
+        IG_CLI_OFFLOAD_LONGOPTS,
         {"batch", required_argument, NULL, O_BATCH},
         {"prompt-len", required_argument, NULL, O_PLEN},
         {"gen-len", required_argument, NULL, O_GLEN},
@@ -52,6 +54,8 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     ig_cli_common_init(&com);
     ig_cli_policy pol;
     ig_cli_policy_init(&pol);
+    ig_cli_offload off;
+    ig_cli_offload_init(&off);
     long batch = 8, plen = 512, glen = 32, warmup = 2;
     const char *text_path = NULL, *out_path = NULL;
     int random_tokens = 0, json = 0, opt;
@@ -59,6 +63,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int r = ig_cli_common_opt(&com, opt, optarg);
         if (r == 0) r = ig_cli_policy_opt(&pol, opt, optarg);
+        if (r == 0) r = ig_cli_offload_opt(&off, opt, optarg);
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
@@ -165,6 +170,9 @@ int ig_cmd_bench_decode(int argc, char **argv) {
                          .max_batch_tokens = (int)(plen > batch ? plen : batch),
                          .threads = com.threads};
     ig_cli_policy_apply(&pol, &eo);
+    if (ig_cli_offload_setup("bench-decode", &off, m, (int)batch, (int)plen, (int)(glen + warmup),
+                             &pol, &eo) != 0)
+        goto out;
     if (ig_engine_create(m, &eo, &e, &err) != IG_OK) {
         ig_cli_error("bench-decode", &err);
         goto out;
@@ -189,6 +197,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     for (long step = 0; step < warmup + glen; step++) {
         if (step == warmup) {
             ig_engine_reset_stats(e);
+            if (off.ws) ig_wstream_reset_stats(off.ws);
             t_dec = ig_time_s();
         }
         for (int s = 0; s < batch; s++) seqs[s] = (ig_seq_tokens){s, &next[s], 1};
@@ -220,6 +229,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     json_object_object_add(o, "time_logits_s", json_object_new_double(es.logits_s));
     json_object_object_add(o, "time_other_s", json_object_new_double(es.other_s));
     ig_cli_policy_json(&pol, e, o);
+    ig_cli_offload_json(&off, o);
     const char *js = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
     if (json) printf("%s\n", js);
     if (out_path) {
@@ -241,11 +251,16 @@ int ig_cmd_bench_decode(int argc, char **argv) {
             printf("  ");
             ig_cli_policy_print(&pol, e, stdout);
         }
+        if (off.active) {
+            printf("  ");
+            ig_cli_offload_print(&off, stdout);
+        }
     }
     json_object_put(o);
     rc = 0;
 out:
     ig_engine_free(e);
+    ig_cli_offload_free(&off);
     free(ids);
     free(text);
     free(prompt);

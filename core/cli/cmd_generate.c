@@ -26,7 +26,7 @@ static void help(void) {
            "  --chat              wrap each prompt in the model's ChatML user/assistant turns\n"
            "  --ignore-eos        keep generating after the end-of-sequence token\n"
            "  --json              print one JSON object with ids, texts and "
-           "timings\n" IG_CLI_COMMON_HELP);
+           "timings\n" IG_CLI_OFFLOAD_HELP IG_CLI_COMMON_HELP);
 }
 
 typedef struct stream_state {
@@ -56,6 +56,7 @@ int ig_cmd_generate(int argc, char **argv) {
     enum { O_PROMPT = IG_OPT_FIRST_FREE, O_SEED, O_TEMP, O_TOPP, O_BATCH, O_CHAT, O_NOEOS, O_JSON };
     static const struct option longopts[] = {
         IG_CLI_COMMON_LONGOPTS,
+        IG_CLI_OFFLOAD_LONGOPTS,
         {"prompt", required_argument, NULL, O_PROMPT},
         {"max-new", required_argument, NULL, 'n'},
         {"seed", required_argument, NULL, O_SEED},
@@ -70,6 +71,8 @@ int ig_cmd_generate(int argc, char **argv) {
     };
     ig_cli_common com;
     ig_cli_common_init(&com);
+    ig_cli_offload off;
+    ig_cli_offload_init(&off);
     const char *prompts[MAX_PROMPTS];
     int n_prompts = 0, chat = 0, json = 0, ignore_eos = 0, opt;
     long n_new = 32, seed = 0, batch = 0;
@@ -77,6 +80,7 @@ int ig_cmd_generate(int argc, char **argv) {
     optind = 1;
     while ((opt = getopt_long(argc, argv, "hn:", longopts, NULL)) != -1) {
         int r = ig_cli_common_opt(&com, opt, optarg);
+        if (r == 0) r = ig_cli_offload_opt(&off, opt, optarg);
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
@@ -186,6 +190,9 @@ int ig_cmd_generate(int argc, char **argv) {
                          .max_ctx = max_prompt + (int)n_new,
                          .max_batch_tokens = batch_tokens,
                          .threads = com.threads};
+    if (ig_cli_offload_setup("generate", &off, m, n_seq, max_prompt, (int)n_new + 1, NULL, &eo) !=
+        0)
+        goto out;
     if (ig_engine_create(m, &eo, &e, &err) != IG_OK) {
         ig_cli_error("generate", &err);
         goto out;
@@ -249,6 +256,7 @@ int ig_cmd_generate(int argc, char **argv) {
         json_object_object_add(jo, "decode_s", json_object_new_double(tm.decode_s));
         json_object_object_add(jo, "decode_tokens_per_s", json_object_new_double(dec_tps));
         json_object_object_add(jo, "threads", json_object_new_int(ig_cpu_get_threads()));
+        ig_cli_offload_json(&off, jo);
         printf("%s\n", json_object_to_json_string_ext(jo, JSON_C_TO_STRING_PLAIN));
         json_object_put(jo);
     }
@@ -258,12 +266,14 @@ int ig_cmd_generate(int argc, char **argv) {
                 "%.3f s (%.1f tok/s, %d sequences)\n",
                 (long long)tm.prefill_tokens, tm.prefill_s, pre_tps, (long long)tm.decode_tokens,
                 tm.decode_s, dec_tps, n_seq);
+    if (!com.quiet && off.active) ig_cli_offload_print(&off, stderr);
     rc = 0;
 out:
     if (res) ig_gen_result_free(res, n_seq);
     free(res);
     for (int i = 0; i < n_prompts; i++) free(ids[i]);
     ig_engine_free(e);
+    ig_cli_offload_free(&off);
     ig_model_free(m);
     return rc;
 }

@@ -55,57 +55,6 @@ static void help(void) {
         "  -h, --help        this help\n");
 }
 
-static int parse_percent(const char *s, ig_plan_percent *p) {
-    double v[6];
-    const char *q = s;
-    for (int i = 0; i < 6; i++) {
-        char *end = NULL;
-        v[i] = strtod(q, &end);
-        if (end == q || (i < 5 && *end != ',') || (i == 5 && *end != '\0')) {
-            fprintf(stderr,
-                    "igen plan: --percent: '%s' is not six comma-separated numbers "
-                    "W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU\n",
-                    s);
-            return -1;
-        }
-        q = end + 1;
-    }
-    *p = (ig_plan_percent){v[0], v[1], v[2], v[3], v[4], v[5]};
-    return 0;
-}
-
-static int parse_numa(const char *s, ig_plan_opts *o) {
-    if (!strcmp(s, "local")) {
-        o->numa_mode = IG_NUMA_LOCAL;
-        return 0;
-    }
-    if (!strcmp(s, "interleave")) {
-        o->numa_mode = IG_NUMA_INTERLEAVE;
-        return 0;
-    }
-    o->numa_mode = IG_NUMA_NODES;
-    o->n_numa_nodes = 0;
-    const char *q = s;
-    while (*q) {
-        char *end = NULL;
-        long v = strtol(q, &end, 10);
-        if (end == q || v < 0 || v > 4095 || (*end && *end != ',') ||
-            o->n_numa_nodes >= IG_MAX_NUMA) {
-            fprintf(stderr,
-                    "igen plan: --numa: '%s' is not local, interleave or a node list like 0,1\n",
-                    s);
-            return -1;
-        }
-        o->numa_nodes[o->n_numa_nodes++] = (int)v;
-        q = *end ? end + 1 : end;
-    }
-    if (!o->n_numa_nodes) {
-        fprintf(stderr, "igen plan: --numa: empty node list\n");
-        return -1;
-    }
-    return 0;
-}
-
 static double gib(size_t b) {
     return (double)b / 1073741824.0;
 }
@@ -356,7 +305,7 @@ int ig_cmd_plan(int argc, char **argv) {
             ngb_given = 1;
             break;
         case O_PCT:
-            if (parse_percent(optarg, &o.pct)) return IG_EXIT_ERROR;
+            if (ig_cli_parse_percent("plan", optarg, &o.pct)) return IG_EXIT_ERROR;
             pct_given = 1;
             break;
         case O_WDT:
@@ -396,7 +345,7 @@ int ig_cmd_plan(int argc, char **argv) {
             o.overlap = 0;
             break;
         case O_NUMA:
-            if (parse_numa(optarg, &o)) return IG_EXIT_ERROR;
+            if (ig_cli_parse_numa("plan", optarg, &o)) return IG_EXIT_ERROR;
             break;
         case O_SEARCH:
             search = 1;

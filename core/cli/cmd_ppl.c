@@ -29,7 +29,7 @@ static void help(void) {
         "  --prefill P       decode mode: each window's first P tokens are a prompt, the rest are\n"
         "                    decoded one token per step (teacher-forced) with the KV policy\n"
         "                    active; the NLL counts the decode steps' predictions "
-        "only\n" IG_CLI_POLICY_HELP IG_CLI_COMMON_HELP);
+        "only\n" IG_CLI_POLICY_HELP IG_CLI_OFFLOAD_HELP IG_CLI_COMMON_HELP);
 }
 
 typedef struct progress_state {
@@ -53,6 +53,7 @@ int ig_cmd_ppl(int argc, char **argv) {
     static const struct option longopts[] = {
         IG_CLI_COMMON_LONGOPTS,
         IG_CLI_POLICY_LONGOPTS,
+        IG_CLI_OFFLOAD_LONGOPTS,
         {"prefill", required_argument, NULL, O_PREFILL},
         {"text", required_argument, NULL, O_TEXT},
         {"ctx", required_argument, NULL, O_CTX},
@@ -69,11 +70,14 @@ int ig_cmd_ppl(int argc, char **argv) {
     long ctx = 0, max_tokens = 0, windows = 0, batch = 4, prefill = 0;
     ig_cli_policy pol;
     ig_cli_policy_init(&pol);
+    ig_cli_offload off;
+    ig_cli_offload_init(&off);
     int json = 0, opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int r = ig_cli_common_opt(&com, opt, optarg);
         if (r == 0) r = ig_cli_policy_opt(&pol, opt, optarg);
+        if (r == 0) r = ig_cli_offload_opt(&off, opt, optarg);
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
@@ -180,6 +184,9 @@ int ig_cmd_ppl(int argc, char **argv) {
                          .max_batch_tokens = (int)batch_tokens,
                          .threads = com.threads};
     ig_cli_policy_apply(&pol, &eo);
+    if (ig_cli_offload_setup("ppl", &off, m, (int)batch, (int)(prefill > 0 ? prefill : ctx),
+                             (int)(prefill > 0 ? ctx - prefill : 1), &pol, &eo) != 0)
+        goto out;
     if (ig_engine_create(m, &eo, &e, &err) != IG_OK) {
         ig_cli_error("ppl", &err);
         goto out;
@@ -217,17 +224,20 @@ int ig_cmd_ppl(int argc, char **argv) {
         json_object_object_add(o, "window_nll", w);
         json_object_object_add(o, "prefill", json_object_new_int((int)prefill));
         ig_cli_policy_json(&pol, e, o);
+        ig_cli_offload_json(&off, o);
         printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         json_object_put(o);
     } else {
         printf("ppl %.4f  (nll_sum %.4f over %lld predicted tokens, %d windows of %d, %.1f s)\n",
                res.ppl, res.nll_sum, (long long)res.tokens, res.windows, res.ctx, res.seconds);
         ig_cli_policy_print(&pol, e, stdout);
+        ig_cli_offload_print(&off, stdout);
     }
     rc = 0;
 out:
     ig_ppl_result_free(&res);
     ig_engine_free(e);
+    ig_cli_offload_free(&off);
     free(ids);
     ig_model_free(m);
     free(text);
