@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Cost model vs measurement on this machine (the CPU backend), in one run.
+
+1. `igen profile-hw` measures this machine into a profile; its link section is then set to the
+   link model used for the runs (so the model and the run see the same link).
+2. For 3 placements x 3 prompt lengths (batch B, G generated tokens), the cost model's decode step
+   time (`igen plan ... --json`, cost.decode_step_s) is compared with the measured one
+   (`igen bench-decode ... --json`, decode_s / G).
+3. Writes docs/results/cost_model_cpu.{md,jsonl}.
+
+Placements (FlexGen percentages W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU):
+  device     100,0,100,0,100,0    everything in the device region, no policy (the plain engine)
+  w50-host   50,50,100,0,100,0    half of each layer's weights streamed from host memory over the link
+  host+kv    0,100,0,100,100,0    all weights streamed; KV homed in host memory, attention over it
+                                  on the CPU in place (FlexGen's cpu_cache_compute), policy full
+
+Usage: tools/results/cost_validation.py [--batch 8] [--gen-len 16] [--prompts 256,1024,2048]
+                                        [--link 4] [--igen build/igen] [--out docs/results]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PLACEMENTS = [
+    ("device", "100,0,100,0,100,0", [], []),
+    ("w50-host", "50,50,100,0,100,0", [], []),
+    ("host+kv", "0,100,0,100,100,0", ["--policy", "full"], ["--cpu-cache-compute"]),
+]
+
+
+def run_json(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr}")
+    return json.loads(p.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--gen-len", type=int, default=16)
+    ap.add_argument("--prompts", default="256,1024,2048")
+    ap.add_argument("--link", type=float, default=4.0, help="link model bandwidth, GB/s each way")
+    ap.add_argument("--igen", default=os.path.join(REPO, "build", "igen"))
+    ap.add_argument("--out", default=os.path.join(REPO, "docs", "results"))
+    args = ap.parse_args()
+    os.makedirs(os.path.join(REPO, "results"), exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
+    prof = os.path.join(REPO, "results", "cost_validation_profile.yaml")
+    print("profiling this machine (igen profile-hw) ...", file=sys.stderr)
+    subprocess.run([args.igen, "profile-hw", "--out", prof], check=True, capture_output=True)
+    text = open(prof).read()
+    for key in ("h2d_gbps", "d2h_gbps"):
+        text = re.sub(rf"(\n  {key}: )[0-9.e+-]+", rf"\g<1>{args.link}", text)
+    open(prof, "w").write(text)
+    records = []
+    jsonl = os.path.join(args.out, "cost_model_cpu.jsonl")
+    open(jsonl, "w").close()
+    for name, pct, run_extra, plan_extra in PLACEMENTS:
+        for L in [int(x) for x in args.prompts.split(",")]:
+            common = ["--prompt-len", str(L), "--gen-len", str(args.gen_len)]
+            plan = run_json([args.igen, "plan", "--model", os.path.join(REPO, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+                             "--weight-dtype", "f32", "--kv", "f32", "--hardware", prof, "--gpu-batch", str(args.batch),
+                             "--num-gpu-batches", "1", "--percent", pct, "--json"] + common + plan_extra)
+            link = [] if name == "device" else ["--link", f"h2d={args.link},d2h={args.link}"]
+            meas = run_json([args.igen, "bench-decode", "--batch", str(args.batch), "--percent", pct, "--json",
+                             "--quiet"] + common + run_extra + link)
+            pred = plan["cost"]["decode_step_s"]
+            got = meas["decode_s"] / args.gen_len
+            rec = {"placement": name, "percent": pct, "prompt_len": L, "batch": args.batch, "gen_len": args.gen_len,
+                   "link_gbps": None if name == "device" else args.link, "predicted_step_s": pred,
+                   "measured_step_s": got, "ratio": got / pred, "plan_cost": plan["cost"], "measured": meas}
+            records.append(rec)
+            with open(jsonl, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+            print(f"{name:9s} prompt {L:5d}: predicted {pred * 1e3:8.1f} ms, measured {got * 1e3:8.1f} ms "
+                  f"(measured/predicted {got / pred:.2f})", file=sys.stderr)
+    within = sum(1 for r in records if abs(r["ratio"] - 1) <= 0.25)
+    lines = [
+        f"# Cost model vs measurement on this machine (SmolLM2-135M f32, batch {args.batch}, "
+        f"{args.gen_len} generated tokens)",
+        "",
+        "Made by `tools/results/cost_validation.py` in one run: `igen profile-hw` measured the machine, the",
+        f"profile's link was set to the link model of the runs ({args.link} GB/s each way), then for each",
+        "placement and prompt length `igen plan --json` predicted the decode step time and",
+        "`igen bench-decode --json` measured it. Raw records in `cost_model_cpu.jsonl`.",
+        "",
+        "| placement | --percent | prompt | predicted ms/step | measured ms/step | measured / predicted |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        lines.append(f"| {r['placement']} | {r['percent']} | {r['prompt_len']} | {r['predicted_step_s'] * 1e3:.1f} | "
+                     f"{r['measured_step_s'] * 1e3:.1f} | {r['ratio']:.2f} |")
+    lines += ["", f"Within 25%: {within} of {len(records)} (the goal is all)."]
+    with open(os.path.join(args.out, "cost_model_cpu.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
