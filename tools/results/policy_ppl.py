@@ -58,6 +58,8 @@ def main():
     ap.add_argument("--igen", default=os.path.join(REPO, "build", "igen"))
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results"))
     ap.add_argument("--only", help="comma-separated policy names")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the records already in policy_ppl.jsonl and run only the missing ones")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     skew = {}
@@ -69,11 +71,16 @@ def main():
             print(f"calibrating InfiniGen on {other} -> {skew[name]}", file=sys.stderr)
             subprocess.run([args.igen, "calibrate", "--text", other, "--out", skew[name], "--quiet"], check=True)
     records = []
-    open(os.path.join(args.out, "policy_ppl.jsonl"), "w").close()
+    jsonl = os.path.join(args.out, "policy_ppl.jsonl")
+    if args.resume and os.path.exists(jsonl):
+        records = [json.loads(l) for l in open(jsonl) if l.strip()]
+    else:
+        open(jsonl, "w").close()
+    done = {(r["data"], r["policy"]) for r in records}
     only = set(args.only.split(",")) if args.only else None
     for data, text in DATA.items():
         for name, sets in policies(args.budget):
-            if only and name not in only:
+            if (only and name not in only) or (data, name) in done:
                 continue
             if name == "infinigen":
                 sets = sets + [f"skew={skew[data]}"]
