@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -75,6 +76,27 @@ const char *ig_test_tmpdir(void) {
         }
     }
     return buf;
+}
+
+static void slurp(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "rb");
+    buf[0] = '\0';
+    if (!f) return;
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+}
+
+void ig_test_igen(ig_test_run *r, const char *env, const char *args) {
+    char cmd[32768], o[4200], e[4200];
+    snprintf(o, sizeof o, "%s/igen_stdout.txt", ig_test_tmpdir());
+    snprintf(e, sizeof e, "%s/igen_stderr.txt", ig_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s '%s/igen' %s >'%s' 2>'%s'", env ? env : "", IG_BINARY_DIR, args,
+             o, e);
+    int st = system(cmd);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    slurp(o, r->out, sizeof r->out);
+    slurp(e, r->err, sizeof r->err);
 }
 
 static void usage(const char *argv0) {

@@ -10,32 +10,13 @@
 
 #include "tests/test_util.h"
 
-typedef struct run_out {
-    int status;
-    char out[65536];
-    char err[8192];
-} run_out;
+typedef ig_test_run run_out;
 
-static void slurp(const char *path, char *buf, size_t n) {
-    FILE *f = fopen(path, "rb");
-    buf[0] = '\0';
-    if (!f) return;
-    size_t got = fread(buf, 1, n - 1, f);
-    buf[got] = '\0';
-    fclose(f);
-}
-
-/* Runs `igen ARGS` (a shell fragment) and captures its exit status, stdout and stderr. */
+/* Runs `igen ARGS` on the tiny Llama fixture. */
 static void run(run_out *r, const char *args) {
-    char cmd[32768], o[4200], e[4200];
-    snprintf(o, sizeof o, "%s/stdout.txt", ig_test_tmpdir());
-    snprintf(e, sizeof e, "%s/stderr.txt", ig_test_tmpdir());
-    snprintf(cmd, sizeof cmd, "IGEN_MODEL='%s' '%s/igen' %s >'%s' 2>'%s'",
-             ig_test_fixture("tiny_llama"), IG_BINARY_DIR, args, o, e);
-    int st = system(cmd);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    slurp(o, r->out, sizeof r->out);
-    slurp(e, r->err, sizeof r->err);
+    char env[4300];
+    snprintf(env, sizeof env, "IGEN_MODEL='%s'", ig_test_fixture("tiny_llama"));
+    ig_test_igen(r, env, args);
 }
 
 static const char *tmpfile_with(const char *name, const char *text) {

@@ -615,30 +615,10 @@ static void test_search(void) {
 
 /* ---------------- CLI ---------------- */
 
-typedef struct run_out {
-    int status;
-    char out[65536];
-    char err[8192];
-} run_out;
-
-static void slurp(const char *path, char *buf, size_t n) {
-    FILE *f = fopen(path, "rb");
-    buf[0] = '\0';
-    if (!f) return;
-    size_t got = fread(buf, 1, n - 1, f);
-    buf[got] = '\0';
-    fclose(f);
-}
+typedef ig_test_run run_out;
 
 static void run(run_out *r, const char *args) {
-    char cmd[16384], o[4200], e[4200];
-    snprintf(o, sizeof o, "%s/stdout.txt", ig_test_tmpdir());
-    snprintf(e, sizeof e, "%s/stderr.txt", ig_test_tmpdir());
-    snprintf(cmd, sizeof cmd, "'%s/igen' %s >'%s' 2>'%s'", IG_BINARY_DIR, args, o, e);
-    int st = system(cmd);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    slurp(o, r->out, sizeof r->out);
-    slurp(e, r->err, sizeof r->err);
+    ig_test_igen(r, NULL, args);
 }
 
 static void expect_cli_error(run_out *r, const char *args, const char *needle) {

@@ -563,32 +563,17 @@ static void test_hostmem_no_topology(void) {
 
 /* ---- igen topo ------------------------------------------------------------------------------- */
 
-typedef struct run_out {
-    int status;
-    char *out, *err;
-} run_out;
+typedef ig_test_run run_out;
 
 static void run_igen(run_out *r, const char *args) {
-    char cmd[16384], o[4200], e[4200];
-    snprintf(o, sizeof o, "%s/topo_stdout.txt", ig_test_tmpdir());
-    snprintf(e, sizeof e, "%s/topo_stderr.txt", ig_test_tmpdir());
-    snprintf(cmd, sizeof cmd, "'%s/igen' topo %s >'%s' 2>'%s'", IG_BINARY_DIR, args, o, e);
-    int st = system(cmd);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r->out = read_all(o, NULL);
-    r->err = read_all(e, NULL);
-    if (!r->out) r->out = calloc(1, 1);
-    if (!r->err) r->err = calloc(1, 1);
-}
-
-static void run_free(run_out *r) {
-    free(r->out);
-    free(r->err);
+    char full[8192];
+    snprintf(full, sizeof full, "topo %s", args);
+    ig_test_igen(r, NULL, full);
 }
 
 static void test_cli(void) {
     char args[4400];
-    run_out r;
+    static run_out r;
     snprintf(args, sizeof args, "--xml '%s' --json",
              ig_test_fixture("topo/two_socket_two_gpu.xml"));
     run_igen(&r, args);
@@ -601,24 +586,20 @@ static void test_cli(void) {
     CU_ASSERT(gpus && json_object_object_get_ex(json_object_array_get_idx(gpus, 1), "numa", &v) &&
               json_object_get_int(v) == 1);
     json_object_put(o);
-    run_free(&r);
 
     snprintf(args, sizeof args, "--xml '%s'", ig_test_fixture("topo/two_socket_two_gpu.xml"));
     run_igen(&r, args);
     CU_ASSERT_EQUAL(r.status, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "NUMA nodes  2"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "cuda1"));
-    run_free(&r);
 
     run_igen(&r, "--synthetic 'pack:2 numa:1 core:4 pu:2' --json");
     CU_ASSERT_EQUAL(r.status, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\"cores\":8"));
-    run_free(&r);
 
     run_igen(&r, "--help");
     CU_ASSERT_EQUAL(r.status, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "usage: igen topo"));
-    run_free(&r);
 
     struct {
         const char *args, *needle;
@@ -636,7 +617,6 @@ static void test_cli(void) {
         CU_ASSERT_EQUAL(r.status, 2);
         CU_ASSERT_PTR_NOT_NULL(strstr(r.err, bad[i].needle));
         CU_ASSERT_EQUAL(r.out[0], '\0');
-        run_free(&r);
     }
 }
 

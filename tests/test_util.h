@@ -21,6 +21,16 @@ const char *ig_test_tmpdir(void);
  * the program exits with code 77, which ctest reports as SKIPPED (never as passed). */
 void ig_test_skip(const char *why);
 
+/* `[ENV] <build>/igen ARGS` run through the shell (ARGS is a shell fragment, ENV assignments like
+ * "IGEN_MODEL=x" or NULL): exit status (-1 if it did not exit), stdout and stderr, each cut to its
+ * buffer. */
+typedef struct ig_test_run {
+    int status;
+    char out[65536];
+    char err[16384];
+} ig_test_run;
+void ig_test_igen(ig_test_run *r, const char *env, const char *args);
+
 #define IG_ASSERT_NEAR(a, b, tol) CU_ASSERT(fabs((double)(a) - (double)(b)) <= (tol))
 
 #endif
