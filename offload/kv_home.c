@@ -2,6 +2,7 @@
 #include "offload/kv_home.h"
 
 #include "kernels/cpu/kvquant.h"
+#include "offload/hostmem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +13,9 @@ struct ig_kv_home {
     size_t row_bytes;
     size_t n_tables; /* n_layer * n_slots * n_kv_head */
     unsigned char *k, *v;
-    int32_t *pos;       /* [table][capacity] */
-    int32_t *free_list; /* [table][capacity] stack of released entries */
+    ig_hostmem *k_mem, *v_mem; /* NUMA-bound rows (with a topology) */
+    int32_t *pos;              /* [table][capacity] */
+    int32_t *free_list;        /* [table][capacity] stack of released entries */
     int64_t *n_free, *n_used, *high;
 };
 
@@ -91,8 +93,24 @@ ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error
     h->row_bytes = ig_kv_codec_row_bytes(&o->codec, o->head_dim);
     h->n_tables = (size_t)o->n_layer * (size_t)o->n_slots * (size_t)o->n_kv_head;
     size_t rows = h->n_tables * (size_t)o->capacity;
-    h->k = ig_aligned_alloc(rows * h->row_bytes, err);
-    h->v = ig_aligned_alloc(rows * h->row_bytes, err);
+    if (o->topo) {
+        ig_numa_mode mode = o->numa >= 0 ? IG_NUMA_NODES : IG_NUMA_INTERLEAVE;
+        int node = o->numa;
+        ig_status st = ig_hostmem_alloc(o->topo, mode, &node, o->numa >= 0, rows * h->row_bytes,
+                                        &h->k_mem, err);
+        if (st == IG_OK)
+            st = ig_hostmem_alloc(o->topo, mode, &node, o->numa >= 0, rows * h->row_bytes,
+                                  &h->v_mem, err);
+        if (st != IG_OK) {
+            ig_kv_home_free(h);
+            return st;
+        }
+        h->k = ig_hostmem_ptr(h->k_mem);
+        h->v = ig_hostmem_ptr(h->v_mem);
+    } else {
+        h->k = ig_aligned_alloc(rows * h->row_bytes, err);
+        h->v = ig_aligned_alloc(rows * h->row_bytes, err);
+    }
     h->pos = ig_malloc(rows * sizeof(int32_t), err);
     h->free_list = ig_malloc(rows * sizeof(int32_t), err);
     h->n_free = ig_calloc(h->n_tables, sizeof(int64_t), err);
@@ -110,8 +128,13 @@ ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error
 
 void ig_kv_home_free(ig_kv_home *h) {
     if (!h) return;
-    free(h->k);
-    free(h->v);
+    if (h->k_mem || h->v_mem) {
+        ig_hostmem_free(h->k_mem);
+        ig_hostmem_free(h->v_mem);
+    } else {
+        free(h->k);
+        free(h->v);
+    }
     free(h->pos);
     free(h->free_list);
     free(h->n_free);
@@ -125,6 +148,9 @@ const ig_kv_home_opts *ig_kv_home_get_opts(const ig_kv_home *h) {
 }
 size_t ig_kv_home_row_bytes(const ig_kv_home *h) {
     return h->row_bytes;
+}
+int ig_kv_home_numa(const ig_kv_home *h) {
+    return h->k_mem ? ig_hostmem_numa(h->k_mem) : -1;
 }
 
 const int32_t *ig_kv_home_pos(const ig_kv_home *h, int layer, int slot, int head) {

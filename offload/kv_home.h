@@ -38,12 +38,18 @@ typedef struct ig_kv_home_opts {
     int n_layer, n_slots, n_kv_head, head_dim;
     int64_t capacity; /* entries per (layer, slot, KV head) */
     ig_kv_codec codec;
+    /* Host memory of the K and V rows: bound to NUMA node `numa` of `topo` (-1: interleaved over
+     * its nodes) through offload/hostmem; topo NULL: plain memory. */
+    const struct ig_topo *topo;
+    int numa;
 } ig_kv_home_opts;
 
 ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error *err);
 void ig_kv_home_free(ig_kv_home *h);
 const ig_kv_home_opts *ig_kv_home_get_opts(const ig_kv_home *h);
 size_t ig_kv_home_row_bytes(const ig_kv_home *h); /* one K (or one V) row */
+/* The NUMA node the rows are bound to (-1: interleaved, unbound or no topology). */
+int ig_kv_home_numa(const ig_kv_home *h);
 
 /* Entries of (layer, slot, head): pos[e] is the token position stored in entry e, or -1 if free.
  * Entries 0 .. high_water-1 have been used at some point. */

@@ -7,11 +7,12 @@
 #include <unistd.h>
 
 #include "offload/kv_home.h"
+#include "offload/topo.h"
 #include "offload/xfer.h"
 #include "tests/test_util.h"
 
 static void test_entries(void) {
-    ig_kv_home_opts o = {2, 3, 2, 8, 4, {IG_KV_CODEC_F32, 0, 0}};
+    ig_kv_home_opts o = {2, 3, 2, 8, 4, {IG_KV_CODEC_F32, 0, 0}, NULL, -1};
     ig_kv_home *h = NULL;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_kv_home_create(&o, &h, &err), IG_OK);
@@ -62,7 +63,7 @@ static void test_codecs(void) {
     CU_ASSERT(!ig_kv_codec_is_exact(&f16));
     ig_kv_codec q4 = {IG_KV_CODEC_QUANT, 4, 64};
     CU_ASSERT_EQUAL(ig_kv_codec_row_bytes(&q4, 64), 4 + 32);
-    ig_kv_home_opts bad = {1, 1, 1, 48, 4, {IG_KV_CODEC_QUANT, 4, 64}};
+    ig_kv_home_opts bad = {1, 1, 1, 48, 4, {IG_KV_CODEC_QUANT, 4, 64}, NULL, -1};
     ig_kv_home *h = NULL;
     ig_error err;
     CU_ASSERT_EQUAL(ig_kv_home_create(&bad, &h, &err), IG_ERR_INVALID_ARG);
@@ -103,9 +104,39 @@ static void test_xfer(void) {
     }
 }
 
+/* The home's rows in NUMA-bound host memory (this machine's first node): rows round-trip, the
+ * binding is reported, and a node the machine does not have is refused by name. */
+static void test_numa_home(void) {
+    ig_topo *t = NULL;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_topo_discover(&t, &err), IG_OK);
+    int node = ig_topo_numa_at(t, 0)->os_index;
+    ig_kv_home_opts o = {2, 2, 2, 8, 4, {IG_KV_CODEC_F32, 0, 0}, t, node};
+    ig_kv_home *h = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_kv_home_create(&o, &h, &err), IG_OK);
+    float k[8], v[8], k2[8], v2[8];
+    for (int i = 0; i < 8; i++) k[i] = (float)i, v[i] = (float)(10 - i);
+    int64_t e = ig_kv_home_take(h, 1, 1, 1);
+    ig_kv_home_write(h, 1, 1, 1, e, 0, k, v);
+    int32_t ent = (int32_t)e;
+    ig_kv_home_read(h, 1, 1, 1, &ent, 1, k2, v2);
+    CU_ASSERT(memcmp(k, k2, sizeof k) == 0 && memcmp(v, v2, sizeof v) == 0);
+    int bound = ig_kv_home_numa(h);
+    printf("\n    KV rows bound to node %d (asked %d; -1 = the kernel refused binding)", bound,
+           node);
+    CU_ASSERT(bound == node || bound == -1);
+    ig_kv_home_free(h);
+    o.numa = 999;
+    CU_ASSERT_NOT_EQUAL(ig_kv_home_create(&o, &h, &err), IG_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "999"));
+    ig_topo_free(t);
+    printf("\n    ");
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("offload", NULL, NULL);
     CU_add_test(s, "kv_home_entries", test_entries);
     CU_add_test(s, "kv_codecs", test_codecs);
     CU_add_test(s, "xfer_queue", test_xfer);
+    CU_add_test(s, "numa_home", test_numa_home);
 }

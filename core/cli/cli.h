@@ -117,6 +117,7 @@ typedef struct ig_cli_offload {
     double device_gib;
     /* set up by ig_cli_offload_setup */
     int active;
+    int kv_numa; /* NUMA node of the host KV home (-1 interleaved / none) */
     ig_link_model link;
     struct ig_topo *topo;
     struct ig_plan *plan;

@@ -191,6 +191,13 @@ int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, 
     if (ig_wstream_create(&wo, &o->ws, &err) != IG_OK) goto fail;
     eo->weights = o->ws;
     eo->kv_device_slots = kv_dev;
+    eo->kv_topo = o->topo; /* the KV home: on the node the plan chose for host KV */
+    eo->kv_numa = o->kv_numa = -1;
+    for (int i = 0; i < n_seqs; i++)
+        if (ig_plan_kv_sequence(o->plan, i).kind == IG_TIER_HOST) {
+            eo->kv_numa = o->kv_numa = ig_plan_kv_sequence(o->plan, i).numa;
+            break;
+        }
     o->active = 1;
     return 0;
 fail:
@@ -241,6 +248,7 @@ void ig_cli_offload_json(const ig_cli_offload *o, json_object *j) {
     json_object_object_add(j, "time_weight_wait_s", json_object_new_double(st.wait_s));
     json_object_object_add(j, "kv_device_sequences",
                            json_object_new_int(ig_plan_kv_sequences(o->plan, IG_TIER_DEVICE)));
+    json_object_object_add(j, "kv_host_numa", json_object_new_int(o->kv_numa));
     json_object_object_add(j, "kv_host_sequences",
                            json_object_new_int(ig_plan_kv_sequences(o->plan, IG_TIER_HOST)));
 }

@@ -43,6 +43,10 @@ typedef struct ig_engine_opts {
      * have their KV home on the device, so their rows never cross the link (no h2d/d2h bytes); the
      * other slots' homes are in host memory. With a policy only. */
     int kv_device_slots;
+    /* The KV home's host memory: bound to NUMA node kv_numa of kv_topo (-1: interleaved); NULL:
+     * plain memory. With a policy only. */
+    const struct ig_topo *kv_topo;
+    int kv_numa;
 } ig_engine_opts;
 
 /* KV traffic and time, accumulated over decode tokens (one token of one sequence) since create or

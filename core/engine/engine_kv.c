@@ -151,7 +151,8 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     }
     if (cap > o->max_ctx) cap = o->max_ctx;
     r->cap = cap;
-    ig_kv_home_opts ho = {r->L, r->S, r->G, r->hd, cap, r->caps.codec};
+    ig_kv_home_opts ho = {r->L,           r->S, r->G, r->hd, cap, r->caps.codec, e->opts.kv_topo,
+                          e->opts.kv_numa};
     IG_TRY(ig_kv_home_create(&ho, &r->home, err));
     r->row_bytes = ig_kv_home_row_bytes(r->home);
     int never_evicts = 1;
