@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Why InfiniGen is further from full attention on SmolLM2-135M than in the paper: ablations.
 
-Same protocol as policy_ppl.py (WikiText-2 test, windows of 2048, prompt 256, teacher-forced decode
+Same protocol as policy_ppl.py (WikiText-2 or PTB test, windows of 2048, prompt 256, teacher-forced decode
 with the policy active), one variable at a time:
 
   oracle-0.2   the exact top-20% keys of the layer's own query per KV head (quest with pages of one
@@ -12,11 +12,15 @@ with the policy active), one variable at a time:
                of the layer-ahead query), so only the speculation from layer i-1's input differs.
   ig-nocap     InfiniGen without the 20% cap (max_fetch=1): what the alpha threshold asks for.
   ig-0.4       InfiniGen with max_fetch=0.4.
+  ig-noskew    InfiniGen without the skewing rotation (identity).
 
-Writes docs/results/infinigen_gap.{md,jsonl}; the full/infinigen/h2o rows are read from
+InfiniGen's skew file is calibrated on the other data set (as in policy_ppl.py).
+
+Writes docs/results/infinigen_gap_DATA.{md,jsonl}; the full/infinigen/h2o rows are read from
 policy_ppl.jsonl when present (same settings), else run.
 
-Usage: tools/results/infinigen_gap.py [--windows 4] [--igen build/igen] [--out docs/results]
+Usage: tools/results/infinigen_gap.py [--data wikitext2|ptb] [--windows 4] [--igen build/igen]
+                                      [--out docs/results]
 """
 import argparse
 import json
@@ -26,10 +30,13 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TEXT = os.path.join(REPO, "..", "shared", "data", "wikitext-2-raw", "wiki.test.raw")
-SKEW = os.path.join(REPO, "results", "smollm2_ptb.skew")
+DATA = {
+    "wikitext2": os.path.join(REPO, "..", "shared", "data", "wikitext-2-raw", "wiki.test.raw"),
+    "ptb": os.path.join(REPO, "..", "shared", "data", "ptb", "ptb.test.txt"),
+}
 
-RUNS = [
+def runs(SKEW):
+    return [
     ("full", "full", []),
     ("h2o-0.2", "h2o", ["heavy_ratio=0.1", "recent_ratio=0.1"]),
     ("infinigen", "infinigen", ["max_fetch=0.2", "skew=" + SKEW]),
@@ -38,30 +45,34 @@ RUNS = [
     ("ig-exact-cols", "infinigen", ["max_fetch=0.2", "partial_ratio=1", "skew=" + SKEW]),
     ("ig-nocap", "infinigen", ["max_fetch=1", "skew=" + SKEW]),
     ("ig-0.4", "infinigen", ["max_fetch=0.4", "skew=" + SKEW]),
+    ("ig-noskew", "infinigen", ["max_fetch=0.2"]),
 ]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--windows", type=int, default=4)
+    ap.add_argument("--data", choices=sorted(DATA), default="wikitext2")
     ap.add_argument("--igen", default=os.path.join(REPO, "build", "igen"))
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results"))
     args = ap.parse_args()
+    other = "ptb" if args.data == "wikitext2" else "wikitext2"
+    SKEW = os.path.join(REPO, "results", f"smollm2_{other}.skew")
+    TEXT = DATA[args.data]
     if not os.path.exists(SKEW):
-        ptb = os.path.join(REPO, "..", "shared", "data", "ptb", "ptb.test.txt")
         os.makedirs(os.path.dirname(SKEW), exist_ok=True)
-        subprocess.run([args.igen, "calibrate", "--text", ptb, "--out", SKEW, "--quiet"], check=True)
+        subprocess.run([args.igen, "calibrate", "--text", DATA[other], "--out", SKEW, "--quiet"], check=True)
     known = {}
     table = os.path.join(args.out, "policy_ppl.jsonl")
     if os.path.exists(table):
         for l in open(table):
             r = json.loads(l)
-            if r.get("data") == "wikitext2" and r.get("windows") == args.windows:
+            if r.get("data") == args.data and r.get("windows") == args.windows:
                 known[r["policy"]] = r
-    jsonl = os.path.join(args.out, "infinigen_gap.jsonl")
+    jsonl = os.path.join(args.out, f"infinigen_gap_{args.data}.jsonl")
     open(jsonl, "w").close()
     recs = []
-    for label, name, sets in RUNS:
+    for label, name, sets in runs(SKEW):
         reuse = {"full": "full", "h2o-0.2": "h2o", "infinigen": "infinigen"}.get(label)
         if reuse in known:
             rec = dict(known[reuse])
@@ -85,13 +96,14 @@ def main():
         with open(jsonl, "a") as f:
             f.write(json.dumps(rec) + "\n")
     full = recs[0]["ppl"]
-    lines = [f"# InfiniGen on SmolLM2-135M: ablations (WikiText-2, ctx 2048, prompt 256, {args.windows} windows)", "",
-             "Made by `tools/results/infinigen_gap.py`; raw records in `infinigen_gap.jsonl`.", "",
+    lines = [f"# InfiniGen on SmolLM2-135M: ablations ({args.data}, ctx 2048, prompt 256, {args.windows} windows)", "",
+             f"Made by `tools/results/infinigen_gap.py --data {args.data}`; raw records in "
+             f"`infinigen_gap_{args.data}.jsonl`.", "",
              "| run | policy settings | ppl | vs full | rows read / context |", "|---|---|---|---|---|"]
     for r in recs:
         lines.append(f"| {r['label']} | {r.get('policy', '')} {r.get('policy_params', '')} | {r['ppl']:.3f} | "
                      f"{100 * (r['ppl'] - full) / full:+.1f}% | {r.get('kv_context_fraction', 1):.3f} |")
-    with open(os.path.join(args.out, "infinigen_gap.md"), "w") as f:
+    with open(os.path.join(args.out, f"infinigen_gap_{args.data}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
