@@ -58,10 +58,16 @@ def main():
     ap.add_argument("--igen", default=os.path.join(REPO, "build", "igen"))
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results"))
     ap.add_argument("--only", help="comma-separated policy names")
+    ap.add_argument("--table-only", action="store_true",
+                    help="only rewrite policy_ppl.md from the records in policy_ppl.jsonl")
     ap.add_argument("--resume", action="store_true",
                     help="keep the records already in policy_ppl.jsonl and run only the missing ones")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.table_only:
+        records = [json.loads(l) for l in open(os.path.join(args.out, "policy_ppl.jsonl")) if l.strip()]
+        write_table(args, records)
+        return
     skew = {}
     for name, path in DATA.items():
         other = [p for n, p in DATA.items() if n != name][0]
@@ -97,6 +103,17 @@ def main():
             with open(os.path.join(args.out, "policy_ppl.jsonl"), "a") as f:
                 f.write(json.dumps(rec) + "\n")
             print(f" ppl {rec['ppl']:.3f} ({secs:.0f} s)", file=sys.stderr)
+    write_table(args, records)
+
+
+def settings_of(rec):
+    """The --set arguments of the record's command (the skew file by its name only)."""
+    parts = rec.get("command", "").split()
+    sets = [parts[i + 1] for i, p in enumerate(parts[:-1]) if p == "--set"]
+    return " ".join(os.path.basename(x) if x.startswith("skew=") else x for x in sets).replace("skew=", "skew ")
+
+
+def write_table(args, records):
     lines = [
         f"# Perplexity with the KV policy active (SmolLM2-135M, ctx {args.ctx}, prefill {args.prefill}, "
         f"{args.windows} windows, budget {args.budget:.0%})",
@@ -115,12 +132,14 @@ def main():
         base = full.get(r["data"])
         delta = f"{100 * (r['ppl'] - base) / base:+.2f}%" if base else ""
         lines.append(
-            f"| {r['data']} | {r['policy']} | {r.get('policy_params', '')} | {r['ppl']:.3f} | {delta} | "
+            f"| {r['data']} | {r['policy']} | {settings_of(r) or '-'} | {r['ppl']:.3f} | {delta} | "
             f"{r.get('kv_context_fraction', 0):.3f} | {r.get('kv_resident_fraction', 0):.3f} | "
             f"{r.get('kv_h2d_bytes_per_token', 0) / 1024:.0f} | {r.get('recall', float('nan')):.3f} |")
     with open(os.path.join(args.out, "policy_ppl.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
 
 
 if __name__ == "__main__":
