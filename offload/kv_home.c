@@ -224,7 +224,8 @@ void ig_kv_home_read(const ig_kv_home *h, int layer, int slot, int head, const i
     int hd = h->o.head_dim;
     /* runs of consecutive entries decode in one call (whole tables for dense policies) */
     for (int64_t i = 0, run; i < n; i += run) {
-        for (run = 1; i + run < n && entries[i + run] == entries[i] + run;) run++;
+        /* at most 64 rows per call: long memcpys (glibc's non-temporal path) ran slower here */
+        for (run = 1; run < 64 && i + run < n && entries[i + run] == entries[i] + run;) run++;
         size_t off = (size_t)entries[i] * h->row_bytes;
         ig_kv_codec_decode(&h->o.codec, kb + off, run, hd, k_out + (size_t)i * (size_t)hd);
         ig_kv_codec_decode(&h->o.codec, vb + off, run, hd, v_out + (size_t)i * (size_t)hd);

@@ -1,7 +1,7 @@
 /* igen profile-hw: measures this machine as a hardware profile for the CPU backend (the device is
- * the CPU: sgemm at prefill- and decode-like shapes, memory read and copy bandwidth, a temp file's
- * disk bandwidth) and writes YAML that configs/hardware profiles share. Leaves no file behind but
- * the profile. */
+ * the CPU: its f32 linear kernel at prefill- and decode-like shapes, memory read and copy
+ * bandwidth, a temp file's disk bandwidth) and writes YAML that configs/hardware profiles share.
+ * Leaves no file behind but the profile. */
 #include <errno.h>
 #include <fcntl.h>
 #include <hwloc.h>
@@ -21,8 +21,9 @@ static void help(void) {
     printf(
         "usage: igen profile-hw [--out FILE] [--disk-dir DIR] [--quick] [--threads N]\n\n"
         "Measures this machine for the CPU backend and writes a hardware profile (YAML, the\n"
-        "schema of configs/hardware/, docs/planner.md): the device is the CPU (sgemm GFLOPS at\n"
-        "a prefill shape 512x2048x2048 and a decode shape 8x2048x2048, memory read bandwidth),\n"
+        "schema of configs/hardware/, docs/planner.md): the device is the CPU (GFLOPS at\n"
+        "a prefill shape 512x2048x2048 and a decode shape 8x2048x2048 through igen's own f32\n"
+        "linear kernel, memory read bandwidth),\n"
         "the device<->host link is a memcpy (half the copy bandwidth each way), the disk is a\n"
         "temporary file in DIR (O_DIRECT when the filesystem allows it; removed), capacities\n"
         "come from hwloc and statvfs. About 10-30 s; --quick takes a second (smaller, noisier).\n\n"
@@ -204,8 +205,10 @@ int ig_cmd_profile_hw(int argc, char **argv) {
     double rd_bw = ig_cpu_measure_bandwidth_gbps(bw_bytes, 0, reps);
     double cp_bw = ig_cpu_measure_copy_bandwidth_gbps(bw_bytes, 0, reps);
     int pm = quick ? 128 : 512, pn = quick ? 256 : 2048, dm = quick ? 4 : 8;
-    double g_pre = ig_cpu_measure_sgemm_gflops(pm, pn, pn, reps);
-    double g_dec = ig_cpu_measure_sgemm_gflops(dm, pn, pn, quick ? 2 : 5);
+    /* both through ig_cpu_linear, the kernel the engine runs (sgemm for large M; its own
+     * row-streaming path for decode's small M, faster there than sgemm) */
+    double g_pre = ig_cpu_measure_linear_gflops(pm, pn, pn, reps);
+    double g_dec = ig_cpu_measure_linear_gflops(dm, pn, pn, quick ? 2 : 5);
     if (!(rd_bw > 0 && cp_bw > 0 && g_pre > 0 && g_dec > 0)) {
         fprintf(stderr, "igen profile-hw: a measurement failed (out of memory?)\n");
         free(p);
@@ -237,8 +240,9 @@ int ig_cmd_profile_hw(int argc, char **argv) {
     snprintf(comment, sizeof comment,
              "Hardware profile of this machine for igen's CPU backend, written by igen "
              "profile-hw%s.\n"
-             "device = the CPU: gemm_tflops is sgemm %dx%dx%d, gemm_tflops_decode sgemm "
-             "%dx%dx%d (OpenBLAS,\n"
+             "device = the CPU: gemm_tflops is igen's f32 linear kernel at %dx%dx%d, "
+             "gemm_tflops_decode at "
+             "%dx%dx%d (sgemm for large M,\n"
              "%d threads); mem_bandwidth_gbps is the read bandwidth over %zu MiB. The device and "
              "the host\n"
              "share the same RAM, so device.memory_gib is all of it: lower it to the region the "
@@ -259,7 +263,8 @@ int ig_cmd_profile_hw(int argc, char **argv) {
             rc = IG_EXIT_ERROR;
         } else {
             printf("profile    %s -> %s\n", p->name, out);
-            printf("device     %s: sgemm %.1f GFLOPS (prefill shape), %.1f GFLOPS (decode shape)\n",
+            printf("device     %s: linear kernel %.1f GFLOPS (prefill shape), %.1f GFLOPS (decode "
+                   "shape)\n",
                    p->device.name, g_pre, g_dec);
             printf("memory     read %.2f GB/s, copy %.2f GB/s; %.1f GiB in %d NUMA node(s)\n",
                    rd_bw, cp_bw, p->host.memory_gib, p->host.n_numa);

@@ -147,6 +147,31 @@ double ig_cpu_measure_copy_bandwidth_gbps(size_t bytes, int threads, int reps) {
     return best;
 }
 
+double ig_cpu_measure_linear_gflops(int M, int N, int K, int reps) {
+    if (M <= 0 || N <= 0 || K <= 0) return 0.0;
+    if (reps < 1) reps = 1;
+    float *x = ig_aligned_alloc((size_t)M * K * sizeof(float), NULL);
+    float *w = ig_aligned_alloc((size_t)N * K * sizeof(float), NULL);
+    float *y = ig_aligned_alloc((size_t)M * N * sizeof(float), NULL);
+    double best = 0;
+    if (x && w && y) {
+        for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)(i % 13) * 0.01f;
+        for (size_t i = 0; i < (size_t)N * K; i++) w[i] = (float)(i % 7) * 0.01f;
+        for (int r = -1; r < reps; r++) {
+            double t0 = ig_time_s();
+            ig_cpu_linear(x, M, K, w, IG_DTYPE_F32, N, NULL, y);
+            double dt = ig_time_s() - t0;
+            double gf = 2.0 * M * (double)N * K / dt * 1e-9;
+            if (r >= 0 && gf > best) best = gf;
+        }
+        g_sink = y[0];
+    }
+    free(x);
+    free(w);
+    free(y);
+    return best;
+}
+
 double ig_cpu_measure_sgemm_gflops(int M, int N, int K, int reps) {
     if (M <= 0 || N <= 0 || K <= 0) return 0.0;
     if (reps < 1) reps = 1;

@@ -18,5 +18,8 @@ double ig_cpu_measure_copy_bandwidth_gbps(size_t bytes, int threads, int reps);
 /* sgemm C[M,N] = A[M,K] B[N,K]^T (the ig_cpu_linear layout) with OpenBLAS at ig_cpu_get_threads()
  * threads: GFLOP/s (2MNK per call), best of `reps` after one warm-up call. 0 on failure. */
 double ig_cpu_measure_sgemm_gflops(int M, int N, int K, int reps);
+/* The same shape through ig_cpu_linear with f32 weights (the kernel the engine runs: small M takes
+ * its row-streaming path, not sgemm): GFLOP/s, best of `reps` after one warm-up call. */
+double ig_cpu_measure_linear_gflops(int M, int N, int K, int reps);
 
 #endif
