@@ -13,6 +13,7 @@ with the policy active), one variable at a time:
   ig-nocap     InfiniGen without the 20% cap (max_fetch=1): what the alpha threshold asks for.
   ig-0.4       InfiniGen with max_fetch=0.4.
   ig-noskew    InfiniGen without the skewing rotation (identity).
+  ig-alpha8    InfiniGen with alpha=8 (a wider threshold): reads the same ~20% as the others.
 
 InfiniGen's skew file is calibrated on the other data set (as in policy_ppl.py).
 
@@ -46,6 +47,7 @@ def runs(SKEW):
     ("ig-nocap", "infinigen", ["max_fetch=1", "skew=" + SKEW]),
     ("ig-0.4", "infinigen", ["max_fetch=0.4", "skew=" + SKEW]),
     ("ig-noskew", "infinigen", ["max_fetch=0.2"]),
+    ("ig-alpha8", "infinigen", ["max_fetch=0.2", "alpha=8", "skew=" + SKEW]),
 ]
 
 
@@ -53,6 +55,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--windows", type=int, default=4)
     ap.add_argument("--data", choices=sorted(DATA), default="wikitext2")
+    ap.add_argument("--resume", action="store_true", help="reuse the runs already in the jsonl")
     ap.add_argument("--igen", default=os.path.join(REPO, "build", "igen"))
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results"))
     args = ap.parse_args()
@@ -70,11 +73,16 @@ def main():
             if r.get("data") == args.data and r.get("windows") == args.windows:
                 known[r["policy"]] = r
     jsonl = os.path.join(args.out, f"infinigen_gap_{args.data}.jsonl")
+    before = {}
+    if args.resume and os.path.exists(jsonl):
+        before = {r["label"]: r for r in (json.loads(l) for l in open(jsonl) if l.strip())}
     open(jsonl, "w").close()
     recs = []
     for label, name, sets in runs(SKEW):
         reuse = {"full": "full", "h2o-0.2": "h2o", "infinigen": "infinigen"}.get(label)
-        if reuse in known:
+        if label in before:
+            rec = before[label]
+        elif reuse in known:
             rec = dict(known[reuse])
             rec["label"] = label
             rec["reused_from"] = "policy_ppl.jsonl"
