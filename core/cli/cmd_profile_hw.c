@@ -22,8 +22,8 @@ static void help(void) {
         "usage: igen profile-hw [--out FILE] [--disk-dir DIR] [--quick] [--threads N]\n\n"
         "Measures this machine for the CPU backend and writes a hardware profile (YAML, the\n"
         "schema of configs/hardware/, docs/planner.md): the device is the CPU (GFLOPS at\n"
-        "a prefill shape 512x2048x2048 and a decode shape 8x2048x2048 through igen's own f32\n"
-        "linear kernel, memory read bandwidth),\n"
+        "a prefill shape 512x2048x2048 and a decode shape 8x4096x4096, 64 MiB of weights\n"
+        "beyond the caches, through igen's own f32 linear kernel; memory read bandwidth),\n"
         "the device<->host link is a memcpy (half the copy bandwidth each way), the disk is a\n"
         "temporary file in DIR (O_DIRECT when the filesystem allows it; removed), capacities\n"
         "come from hwloc and statvfs. About 10-30 s; --quick takes a second (smaller, noisier).\n\n"
@@ -208,7 +208,10 @@ int ig_cmd_profile_hw(int argc, char **argv) {
     /* both through ig_cpu_linear, the kernel the engine runs (sgemm for large M; its own
      * row-streaming path for decode's small M, faster there than sgemm) */
     double g_pre = ig_cpu_measure_linear_gflops(pm, pn, pn, reps);
-    double g_dec = ig_cpu_measure_linear_gflops(dm, pn, pn, quick ? 2 : 5);
+    /* decode: a weight matrix well beyond the last-level cache (64 MiB in f32), as a decode step
+     * streams every layer's weights from memory */
+    int dn = quick ? pn : 4096;
+    double g_dec = ig_cpu_measure_linear_gflops(dm, dn, dn, quick ? 2 : 5);
     if (!(rd_bw > 0 && cp_bw > 0 && g_pre > 0 && g_dec > 0)) {
         fprintf(stderr, "igen profile-hw: a measurement failed (out of memory?)\n");
         free(p);
@@ -249,7 +252,7 @@ int ig_cmd_profile_hw(int argc, char **argv) {
              "device may use.\n"
              "link = a memcpy: half the copy bandwidth (%.2f GB/s read+written) each way.\n"
              "disk = %zu MiB written (then fdatasync) and read back in %s, %s.",
-             quick ? " --quick" : "", pm, pn, pn, dm, pn, pn, ig_cpu_get_threads(), bw_bytes >> 20,
+             quick ? " --quick" : "", pm, pn, pn, dm, dn, dn, ig_cpu_get_threads(), bw_bytes >> 20,
              cp_bw, disk_bytes >> 20, dir,
              direct ? "with O_DIRECT" : "without O_DIRECT (the page cache may flatter reads)");
     ig_error err;
