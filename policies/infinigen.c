@@ -47,31 +47,6 @@ int64_t ig_infinigen_fetch_count(double mean_fraction, int64_t n_used, int64_t n
     return n;
 }
 
-/* The k-th largest (1 <= k <= n) of x[0..n), reordering x (Hoare quickselect). */
-static float kth_largest(float *x, int64_t n, int64_t k) {
-    int64_t lo = 0, hi = n - 1, want = k - 1;
-    while (lo < hi) {
-        float pivot = x[lo + (hi - lo) / 2];
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (x[i] > pivot) i++;
-            while (x[j] < pivot) j--;
-            if (i <= j) {
-                float t = x[i];
-                x[i++] = x[j];
-                x[j--] = t;
-            }
-        }
-        if (want <= j)
-            hi = j;
-        else if (want >= i)
-            lo = i;
-        else
-            break;
-    }
-    return x[want];
-}
-
 /* Monotone map of floats to unsigned keys (larger float, larger key). */
 static inline uint32_t order_key(float f) {
     uint32_t b;
@@ -97,7 +72,7 @@ int64_t ig_infinigen_top_n(const float *score, const int32_t *pos, int64_t hw, i
         int64_t c = 0;
         for (int64_t e = 0; e < hw; e++)
             if (!pos || pos[e] >= 0) tmp[c++] = isnan(score[e]) ? -INFINITY : score[e];
-        kth = kth_largest(tmp, m, n);
+        kth = ig_cpu_kth_largest(tmp, m, n);
     } else {
         /* histogram of the keys' top bits, then quickselect inside the boundary bucket only */
         uint32_t hist[1u << (32 - TOPN_BUCKET_SHIFT)];
@@ -114,7 +89,7 @@ int64_t ig_infinigen_top_n(const float *score, const int32_t *pos, int64_t hw, i
             float v = isnan(score[e]) ? -INFINITY : score[e];
             if (order_key(v) >> TOPN_BUCKET_SHIFT == b) tmp[c++] = v;
         }
-        kth = kth_largest(tmp, c, n - above);
+        kth = ig_cpu_kth_largest(tmp, c, n - above);
     }
     int64_t above = 0;
     for (int64_t e = 0; e < hw; e++)

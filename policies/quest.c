@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "policies/baselines.h"
 #include "policies/policy.h"
 
@@ -135,32 +136,6 @@ static void quest_on_append(void *st, int layer, int slot, int head, int64_t e, 
     }
 }
 
-/* The k-th largest of x[0..n) (1 <= k <= n), by quickselect on a copy in tmp[n]. */
-static float kth_largest(const float *x, int64_t n, int64_t k, float *tmp) {
-    memcpy(tmp, x, (size_t)n * sizeof(float));
-    int64_t lo = 0, hi = n - 1, want = k - 1;
-    while (lo < hi) {
-        float pivot = tmp[lo + (hi - lo) / 2];
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (tmp[i] > pivot) i++;
-            while (tmp[j] < pivot) j--;
-            if (i <= j) {
-                float t = tmp[i];
-                tmp[i++] = tmp[j];
-                tmp[j--] = t;
-            }
-        }
-        if (want <= j)
-            hi = j;
-        else if (want >= i)
-            lo = i;
-        else
-            break;
-    }
-    return tmp[want];
-}
-
 static void select_all(const ig_entries_view *v, int32_t *out, int64_t *n_out) {
     int64_t n = 0;
     for (int64_t e = 0; e < v->high_water; e++)
@@ -206,7 +181,8 @@ static void select_head(quest_state *s, int layer, int slot, int g, const float 
             }
             s->pscore[pg] = best;
         }
-        float t = kth_largest(s->pscore, last, extra, s->tmp);
+        memcpy(s->tmp, s->pscore, (size_t)last * sizeof(float));
+        float t = ig_cpu_kth_largest(s->tmp, last, extra);
         int64_t taken = 0;
         for (int64_t pg = 0; pg < last; pg++)
             if (s->pscore[pg] > t) {

@@ -77,32 +77,6 @@ static float dotf(const float *a, const float *b, int n) {
     return s;
 }
 
-/* The k-th largest of x[0..n) (1 <= k <= n), by quickselect on a copy in tmp[n]. */
-static float kth_largest(const float *x, int64_t n, int64_t k, float *tmp) {
-    memcpy(tmp, x, (size_t)n * sizeof(float));
-    int64_t lo = 0, hi = n - 1, want = k - 1; /* index in descending order */
-    while (lo < hi) {
-        float pivot = tmp[lo + (hi - lo) / 2];
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (tmp[i] > pivot) i++;
-            while (tmp[j] < pivot) j--;
-            if (i <= j) {
-                float t = tmp[i];
-                tmp[i++] = tmp[j];
-                tmp[j--] = t;
-            }
-        }
-        if (want <= j)
-            hi = j;
-        else if (want >= i)
-            lo = i;
-        else
-            break;
-    }
-    return tmp[want];
-}
-
 ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     const ig_engine_opts *o = &e->opts;
     const ig_model_config *c = &e->cfg;
@@ -612,7 +586,8 @@ static void measure_recall(ig_engine *e, int layer, int s, const ig_selection *s
                 for (int p = 0; p < n_ctx; p++)
                     r->rscore[p] =
                         dotf(q + (size_t)h * (size_t)r->hd, sk + (size_t)p * (size_t)r->hd, r->hd);
-                float kth = kth_largest(r->rscore, n_ctx, k, r->rscore + n_ctx);
+                memcpy(r->rscore + n_ctx, r->rscore, (size_t)n_ctx * sizeof(float));
+                float kth = ig_cpu_kth_largest(r->rscore + n_ctx, n_ctx, k);
                 int64_t hits = 0;
                 for (int64_t j = 0; j < k; j++) {
                     int p = pos[ent[j]];

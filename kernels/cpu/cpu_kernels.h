@@ -145,6 +145,9 @@ int64_t ig_cpu_count_greater(const float *x, int64_t n, float thr);
  * writes the indices. Deterministic; single-threaded (n = 4096 takes a few microseconds).
  * ws: ws_bytes >= ig_cpu_topk_ws_bytes(n) = (2048 + 2n) * 4; not used when k >= n. */
 size_t ig_cpu_topk_ws_bytes(int64_t n);
+/* The k-th largest of x[0..n) (1 <= k <= n), reordering x in place (Hoare quickselect; expected
+ * O(n)). NaN-free input (callers map NaN to -inf). */
+float ig_cpu_kth_largest(float *x, int64_t n, int64_t k);
 int64_t ig_cpu_topk(const float *s, int64_t n, int64_t k, int32_t *idx_out, void *ws,
                     size_t ws_bytes);
 /* Writes the indices i < n with x[i] > thr to out, ascending; returns their count. out must hold n

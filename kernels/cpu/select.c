@@ -247,3 +247,27 @@ int64_t ig_cpu_topk(const float *s, int64_t n, int64_t k, int32_t *idx_out, void
     ops->select(keys, n, T, cut, k, idx_out);
     return k;
 }
+
+float ig_cpu_kth_largest(float *x, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float pivot = x[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (x[i] > pivot) i++;
+            while (x[j] < pivot) j--;
+            if (i <= j) {
+                float t = x[i];
+                x[i++] = x[j];
+                x[j--] = t;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
+    }
+    return x[want];
+}
