@@ -472,9 +472,22 @@ static void submit(ig_wstream *ws, int layer, int buf) {
         run_load(&ws->job[buf]);
 }
 
+/* With overlap: starts loading the layer after l into the buffer the next acquisition will use
+ * (free: the layers it held have finished computing), unless it is resident or already coming. */
+static void prefetch_next(ig_wstream *ws, int l) {
+    int nl = (l + 1) % ws->n_layer, nb = (int)(ws->k % 2);
+    if (!ws->q || !ws->lp[nl].n_pieces) return;
+    if (ws->ticket[nb] && ws->cur_layer[nb] == nl) return;
+    if (ws->ticket[nb]) ig_xfer_wait(ws->q, ws->ticket[nb]);
+    submit(ws, nl, nb);
+}
+
 const ig_layer *ig_wstream_layer(ig_wstream *ws, int l) {
     layer_plan *lp = &ws->lp[l];
-    if (lp->n_pieces == 0) return &lp->base; /* everything on the device */
+    if (lp->n_pieces == 0) { /* everything on the device */
+        prefetch_next(ws, l);
+        return &lp->base;
+    }
     int b = (int)(ws->k % 2);
     ws->k++;
     if (ws->q && ws->ticket[b] && ws->cur_layer[b] == l) {
@@ -488,11 +501,7 @@ const ig_layer *ig_wstream_layer(ig_wstream *ws, int l) {
     }
     ws->ticket[b] = 0;
     if (ws->failed) return NULL;
-    if (ws->q) { /* prefetch the next layer into the other buffer, free since layer l-1 is done */
-        int nb = 1 - b, nl = (l + 1) % ws->n_layer;
-        if (ws->ticket[nb]) ig_xfer_wait(ws->q, ws->ticket[nb]);
-        if (ws->lp[nl].n_pieces) submit(ws, nl, nb);
-    }
+    prefetch_next(ws, l); /* into the other buffer, free since layer l-1 is done */
     ws->cur[b] = lp->base;
     for (int i = 0; i < lp->n_pieces; i++)
         field_set(&ws->cur[b], lp->pieces[i].field, ws->stage[b] + lp->pieces[i].stage_off);
@@ -515,7 +524,10 @@ size_t ig_wstream_disk_bytes(const ig_wstream *ws) {
 size_t ig_wstream_bytes_per_pass(const ig_wstream *ws) {
     return ws->pass_bytes;
 }
-ig_wstream_stats ig_wstream_get_stats(const ig_wstream *ws) {
+ig_wstream_stats ig_wstream_get_stats(ig_wstream *ws) {
+    if (ws->q) /* a load in flight updates the counters: let it finish */
+        for (int b = 0; b < 2; b++)
+            if (ws->ticket[b]) ig_xfer_wait(ws->q, ws->ticket[b]);
     return ws->st;
 }
 void ig_wstream_reset_stats(ig_wstream *ws) {

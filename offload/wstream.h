@@ -63,7 +63,8 @@ size_t ig_wstream_host_bytes(const ig_wstream *ws);
 size_t ig_wstream_disk_bytes(const ig_wstream *ws);
 /* Bytes streamed to the device per forward pass (every non-device tensor once). */
 size_t ig_wstream_bytes_per_pass(const ig_wstream *ws);
-ig_wstream_stats ig_wstream_get_stats(const ig_wstream *ws);
+/* Waits for a load in flight (it updates the counters), then returns them. */
+ig_wstream_stats ig_wstream_get_stats(ig_wstream *ws);
 void ig_wstream_reset_stats(ig_wstream *ws);
 
 /* Bytes of one tensor group of a layer (matrix + its vectors), as stored. */

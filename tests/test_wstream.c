@@ -255,7 +255,9 @@ static float *run_model(const ig_model *m, ig_wstream *ws, const ig_policy_ops *
     return run_model_kv(m, ws, policy, 0, n_out);
 }
 
-typedef enum layout { ALL_DEVICE, ALL_HOST, ALL_DISK, MIXED } layout;
+/* LAYER0_DEVICE: layer 0 wholly on the device, the rest in host memory (a prefetch must be issued
+ * from a layer that streams nothing). */
+typedef enum layout { ALL_DEVICE, ALL_HOST, ALL_DISK, MIXED, LAYER0_DEVICE } layout;
 
 static void make_placement(const ig_model *m, layout how, ig_weight_placement *p) {
     int L = ig_model_get_config(m)->n_layer;
@@ -264,10 +266,11 @@ static void make_placement(const ig_model *m, layout how, ig_weight_placement *p
     p->outer = (ig_tier_ref){IG_TIER_DEVICE, -1};
     for (int l = 0; l < L; l++)
         for (int t = 0; t < IG_WT_COUNT; t++) {
-            ig_tier_kind k = how == ALL_DEVICE ? IG_TIER_DEVICE
-                             : how == ALL_HOST ? IG_TIER_HOST
-                             : how == ALL_DISK ? IG_TIER_DISK
-                                               : (ig_tier_kind)((l + t) % 3);
+            ig_tier_kind k = how == ALL_DEVICE      ? IG_TIER_DEVICE
+                             : how == ALL_HOST      ? IG_TIER_HOST
+                             : how == ALL_DISK      ? IG_TIER_DISK
+                             : how == LAYER0_DEVICE ? (l == 0 ? IG_TIER_DEVICE : IG_TIER_HOST)
+                                                    : (ig_tier_kind)((l + t) % 3);
             /* host tensors alternate between the first NUMA node and interleaved */
             int numa = k == IG_TIER_HOST && (l + t) % 2 ? ig_topo_numa_at(g_topo, 0)->os_index : -1;
             p->tensor[(size_t)l * IG_WT_COUNT + (size_t)t] = (ig_tier_ref){k, numa};
@@ -275,14 +278,14 @@ static void make_placement(const ig_model *m, layout how, ig_weight_placement *p
 }
 
 static void test_stream_identical(void) {
-    const char *names[] = {"device", "host", "disk", "mixed"};
+    const char *names[] = {"device", "host", "disk", "mixed", "layer0-device"};
     for (int mi = 0; mi < 2; mi++) {
         const ig_model *m = g_models[mi];
         int L = ig_model_get_config(m)->n_layer;
         size_t n_ref = 0;
         float *ref = run_model(m, NULL, NULL, &n_ref);
         CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-        for (int how = ALL_DEVICE; how <= MIXED; how++)
+        for (int how = ALL_DEVICE; how <= LAYER0_DEVICE; how++)
             for (int overlap = 0; overlap < 2; overlap++) {
                 const char *dir = fresh_dir("wdisk");
                 ig_disk *d = NULL;
