@@ -182,6 +182,21 @@ static void test_model_shapes(void) {
     CU_ASSERT_EQUAL(s.config.n_kv_head, ig_model_get_config(mod)->n_kv_head);
     CU_ASSERT_EQUAL(s.weight_dtype, IG_PLAN_F16);
     ig_model_free(mod);
+    /* the shipped SmolLM2 shape against the real model's own metadata (the GGUF), when installed */
+    const char *dm = ig_test_default_model();
+    if (!dm) {
+        printf("\n    default model not installed: smollm2-135m.yaml not cross-checked\n    ");
+        return;
+    }
+    CU_ASSERT_EQUAL_FATAL(ig_model_load(dm, &lo, &mod, &err), IG_OK);
+    CU_ASSERT_EQUAL_FATAL(ig_model_shape_open("smollm2-135m", &s, &err), IG_OK);
+    const ig_model_config *a = &s.config, *b = ig_model_get_config(mod);
+    CU_ASSERT(a->arch == b->arch && a->n_layer == b->n_layer && a->d_model == b->d_model &&
+              a->n_head == b->n_head && a->n_kv_head == b->n_kv_head &&
+              a->head_dim == b->head_dim && a->d_ffn == b->d_ffn && a->vocab == b->vocab &&
+              a->max_pos == b->max_pos && a->tied_embeddings == b->tied_embeddings);
+    IG_ASSERT_NEAR(a->rope_theta, b->rope_theta, 1e-3);
+    ig_model_free(mod);
 }
 
 /* ---------------- planner ---------------- */
