@@ -49,6 +49,7 @@ struct ig_disk {
 struct ig_disk_file {
     ig_disk *d;
     int fd;
+    int rows;     /* buffered, any offset (ig_disk_pread/pwrite) */
     size_t bytes; /* rounded up */
     char path[4200];
 };
@@ -223,8 +224,8 @@ double ig_disk_bytes_written(const ig_disk *d) {
     return d->bytes_written;
 }
 
-ig_status ig_disk_file_create(ig_disk *d, const char *name, size_t bytes, ig_disk_file **out,
-                              ig_error *err) {
+static ig_status file_create(ig_disk *d, const char *name, size_t bytes, int rows,
+                             ig_disk_file **out, ig_error *err) {
     *out = NULL;
     size_t need = round_up(bytes ? bytes : 1);
     if (need > d->capacity - d->used)
@@ -237,19 +238,75 @@ ig_status ig_disk_file_create(ig_disk *d, const char *name, size_t bytes, ig_dis
     ig_disk_file *f = ig_calloc(1, sizeof *f, err);
     if (!f) return IG_ERR_NOMEM;
     snprintf(f->path, sizeof f->path, "%s/%s", d->dir, name);
-    f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | (d->direct ? O_DIRECT : 0), 0600);
+    f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | (d->direct && !rows ? O_DIRECT : 0), 0600);
     if (f->fd < 0) {
         int e = errno;
         free(f);
         return ig_error_set(err, IG_ERR_IO, "disk tier: cannot create %s/%s (%s)", d->dir, name,
                             strerror(e));
     }
+    if (rows) {
+        int e = posix_fallocate(f->fd, 0, (off_t)need);
+        if (e) {
+            close(f->fd);
+            unlink(f->path);
+            free(f);
+            return ig_error_set(err, IG_ERR_CAPACITY,
+                                "disk tier: cannot reserve %.1f MiB for %s/%s (%s)",
+                                (double)need / 1048576.0, d->dir, name,
+                                e == ENOSPC ? "no space left on the device" : strerror(e));
+        }
+    }
+    f->rows = rows;
     f->d = d;
     f->bytes = need;
     d->used += need;
     if (d->used > d->peak) d->peak = d->used;
     d->n_files++;
     *out = f;
+    return IG_OK;
+}
+
+ig_status ig_disk_file_create(ig_disk *d, const char *name, size_t bytes, ig_disk_file **out,
+                              ig_error *err) {
+    return file_create(d, name, bytes, 0, out, err);
+}
+
+ig_status ig_disk_file_create_rows(ig_disk *d, const char *name, size_t bytes, ig_disk_file **out,
+                                   ig_error *err) {
+    return file_create(d, name, bytes, 1, out, err);
+}
+
+static ig_status check_rows(const ig_disk_file *f, size_t off, size_t n, ig_error *err) {
+    IG_ASSERT(f->rows);
+    if (off > f->bytes || n > f->bytes - off)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "disk tier %s: bytes [%zu, %zu) outside the file's %zu", f->path, off,
+                            off + n, f->bytes);
+    return IG_OK;
+}
+
+ig_status ig_disk_pread(ig_disk_file *f, size_t off, void *dst, size_t n, ig_error *err) {
+    IG_TRY(check_rows(f, off, n, err));
+    int e = full_pread(f->fd, dst, n, off);
+    if (e)
+        return ig_error_set(err, IG_ERR_IO, "disk tier: reading %s at byte %zu: %s", f->path, off,
+                            strerror(e));
+    pthread_mutex_lock(&f->d->mu);
+    f->d->bytes_read += (double)n;
+    pthread_mutex_unlock(&f->d->mu);
+    return IG_OK;
+}
+
+ig_status ig_disk_pwrite(ig_disk_file *f, size_t off, const void *src, size_t n, ig_error *err) {
+    IG_TRY(check_rows(f, off, n, err));
+    int e = full_pwrite(f->fd, src, n, off);
+    if (e)
+        return ig_error_set(err, IG_ERR_IO, "disk tier: writing %s at byte %zu: %s", f->path, off,
+                            e == ENOSPC ? "no space left on the device" : strerror(e));
+    pthread_mutex_lock(&f->d->mu);
+    f->d->bytes_written += (double)n;
+    pthread_mutex_unlock(&f->d->mu);
     return IG_OK;
 }
 

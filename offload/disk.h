@@ -32,6 +32,13 @@ size_t ig_disk_peak(const ig_disk *d);
  * tier's capacity would be exceeded (naming the need and what is left). */
 ig_status ig_disk_file_create(ig_disk *d, const char *name, size_t bytes, ig_disk_file **out,
                               ig_error *err);
+/* A file for small random reads and writes at any offset (KV rows): buffered I/O (no O_DIRECT),
+ * its blocks preallocated now so that a full disk fails here rather than mid-run. */
+ig_status ig_disk_file_create_rows(ig_disk *d, const char *name, size_t bytes, ig_disk_file **out,
+                                   ig_error *err);
+/* Reads / writes of n bytes at any offset of a rows file; thread-safe (counters included). */
+ig_status ig_disk_pread(ig_disk_file *f, size_t off, void *dst, size_t n, ig_error *err);
+ig_status ig_disk_pwrite(ig_disk_file *f, size_t off, const void *src, size_t n, ig_error *err);
 /* Unlinks the file and returns its bytes to the tier. */
 void ig_disk_file_free(ig_disk_file *f);
 

@@ -2,7 +2,10 @@
 #include "offload/kv_home.h"
 
 #include "kernels/cpu/kvquant.h"
+#include "offload/disk.h"
 #include "offload/hostmem.h"
+
+#include <pthread.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +20,28 @@ struct ig_kv_home {
     int32_t *pos;              /* [table][capacity] */
     int32_t *free_list;        /* [table][capacity] stack of released entries */
     int64_t *n_free, *n_used, *high;
+    int mem_slots;      /* slots [0, mem_slots) in memory, the rest on disk */
+    ig_disk_file *file; /* disk slots: all K rows, then all V rows */
+    size_t disk_v_off;  /* byte offset of the V rows in the file */
+    pthread_mutex_t mu; /* the first I/O error */
+    char io_err[IG_ERROR_MSG_MAX];
+    double disk_read, disk_write; /* bytes, under mu */
 };
+
+/* Row index of (layer, slot, head) entry 0 in its region: memory slots in memory, disk slots in
+ * the file. */
+static size_t region_table(const ig_kv_home *h, int layer, int slot, int head) {
+    int mem = slot < h->mem_slots;
+    size_t n = mem ? (size_t)h->mem_slots : (size_t)(h->o.n_slots - h->mem_slots);
+    size_t sl = mem ? (size_t)slot : (size_t)(slot - h->mem_slots);
+    return ((size_t)layer * n + sl) * (size_t)h->o.n_kv_head + (size_t)head;
+}
+
+static void io_fail(ig_kv_home *h, const ig_error *err) {
+    pthread_mutex_lock(&h->mu);
+    if (!h->io_err[0]) snprintf(h->io_err, sizeof h->io_err, "%s", err->msg);
+    pthread_mutex_unlock(&h->mu);
+}
 
 size_t ig_kv_codec_row_bytes(const ig_kv_codec *c, int hd) {
     switch (c->kind) {
@@ -92,7 +116,35 @@ ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error
     h->o = *o;
     h->row_bytes = ig_kv_codec_row_bytes(&o->codec, o->head_dim);
     h->n_tables = (size_t)o->n_layer * (size_t)o->n_slots * (size_t)o->n_kv_head;
-    size_t rows = h->n_tables * (size_t)o->capacity;
+    pthread_mutex_init(&h->mu, NULL);
+    h->mem_slots = o->n_slots;
+    if (o->disk) {
+        if (o->disk_slot0 < 0 || o->disk_slot0 > o->n_slots) {
+            ig_kv_home_free(h);
+            return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                "KV home: disk slots from %d outside [0, %d]", o->disk_slot0,
+                                o->n_slots);
+        }
+        h->mem_slots = o->disk_slot0;
+        size_t drows = (size_t)o->n_layer * (size_t)(o->n_slots - h->mem_slots) *
+                       (size_t)o->n_kv_head * (size_t)o->capacity;
+        h->disk_v_off = drows * h->row_bytes;
+        if (drows > 0) {
+            ig_status st = ig_disk_file_create_rows(o->disk, "kv-cache", 2 * drows * h->row_bytes,
+                                                    &h->file, err);
+            if (st != IG_OK) {
+                ig_error_prefix(err,
+                                "KV cache of %d sequences on disk: ", o->n_slots - h->mem_slots);
+                ig_kv_home_free(h);
+                return st;
+            }
+        }
+    }
+    /* memory rows: the memory slots only (at least one row, so the pointers are valid) */
+    size_t rows =
+        (size_t)o->n_layer * (size_t)h->mem_slots * (size_t)o->n_kv_head * (size_t)o->capacity;
+    if (rows == 0) rows = 1;
+    size_t meta = h->n_tables * (size_t)o->capacity;
     if (o->topo) {
         ig_numa_mode mode = o->numa >= 0 ? IG_NUMA_NODES : IG_NUMA_INTERLEAVE;
         int node = o->numa;
@@ -111,8 +163,8 @@ ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error
         h->k = ig_aligned_alloc(rows * h->row_bytes, err);
         h->v = ig_aligned_alloc(rows * h->row_bytes, err);
     }
-    h->pos = ig_malloc(rows * sizeof(int32_t), err);
-    h->free_list = ig_malloc(rows * sizeof(int32_t), err);
+    h->pos = ig_malloc(meta * sizeof(int32_t), err);
+    h->free_list = ig_malloc(meta * sizeof(int32_t), err);
     h->n_free = ig_calloc(h->n_tables, sizeof(int64_t), err);
     h->n_used = ig_calloc(h->n_tables, sizeof(int64_t), err);
     h->high = ig_calloc(h->n_tables, sizeof(int64_t), err);
@@ -121,7 +173,7 @@ ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error
         return ig_error_set(err, IG_ERR_NOMEM, "KV home: out of memory for %zu MiB of KV cache",
                             2 * rows * ig_kv_codec_row_bytes(&o->codec, o->head_dim) >> 20);
     }
-    for (size_t i = 0; i < rows; i++) h->pos[i] = -1;
+    for (size_t i = 0; i < meta; i++) h->pos[i] = -1;
     *out = h;
     return IG_OK;
 }
@@ -140,6 +192,8 @@ void ig_kv_home_free(ig_kv_home *h) {
     free(h->n_free);
     free(h->n_used);
     free(h->high);
+    ig_disk_file_free(h->file);
+    pthread_mutex_destroy(&h->mu);
     free(h);
 }
 
@@ -184,9 +238,24 @@ void ig_kv_home_write(ig_kv_home *h, int layer, int slot, int head, int64_t e, i
                       const float *k, const float *v) {
     size_t t = table(h, layer, slot, head);
     IG_ASSERT(e >= 0 && e < h->high[t] && h->pos[t * (size_t)h->o.capacity + (size_t)e] != -1);
-    size_t off = (t * (size_t)h->o.capacity + (size_t)e) * h->row_bytes;
-    ig_kv_codec_encode(&h->o.codec, k, 1, h->o.head_dim, h->k + off);
-    ig_kv_codec_encode(&h->o.codec, v, 1, h->o.head_dim, h->v + off);
+    size_t off =
+        (region_table(h, layer, slot, head) * (size_t)h->o.capacity + (size_t)e) * h->row_bytes;
+    if (slot < h->mem_slots) {
+        ig_kv_codec_encode(&h->o.codec, k, 1, h->o.head_dim, h->k + off);
+        ig_kv_codec_encode(&h->o.codec, v, 1, h->o.head_dim, h->v + off);
+    } else {
+        unsigned char row[2][4096];
+        IG_ASSERT(h->row_bytes <= sizeof row[0]);
+        ig_kv_codec_encode(&h->o.codec, k, 1, h->o.head_dim, row[0]);
+        ig_kv_codec_encode(&h->o.codec, v, 1, h->o.head_dim, row[1]);
+        ig_error err;
+        if (ig_disk_pwrite(h->file, off, row[0], h->row_bytes, &err) != IG_OK ||
+            ig_disk_pwrite(h->file, h->disk_v_off + off, row[1], h->row_bytes, &err) != IG_OK)
+            io_fail(h, &err);
+        pthread_mutex_lock(&h->mu);
+        h->disk_write += 2.0 * (double)h->row_bytes;
+        pthread_mutex_unlock(&h->mu);
+    }
     h->pos[t * (size_t)h->o.capacity + (size_t)e] = pos;
 }
 
@@ -209,16 +278,63 @@ void ig_kv_home_reset_slot(ig_kv_home *h, int slot) {
         }
 }
 
+int ig_kv_home_on_disk(const ig_kv_home *h, int slot) {
+    return slot >= h->mem_slots;
+}
+double ig_kv_home_disk_read_bytes(const ig_kv_home *h) {
+    return h->file ? h->disk_read : 0;
+}
+double ig_kv_home_disk_write_bytes(const ig_kv_home *h) {
+    return h->file ? h->disk_write : 0;
+}
+const char *ig_kv_home_io_error(const ig_kv_home *h) {
+    return h->io_err[0] ? h->io_err : NULL;
+}
+
 const void *ig_kv_home_k_base(const ig_kv_home *h, int layer, int slot, int head) {
-    return h->k + table(h, layer, slot, head) * (size_t)h->o.capacity * h->row_bytes;
+    IG_ASSERT(slot < h->mem_slots);
+    return h->k + region_table(h, layer, slot, head) * (size_t)h->o.capacity * h->row_bytes;
 }
 
 const void *ig_kv_home_v_base(const ig_kv_home *h, int layer, int slot, int head) {
-    return h->v + table(h, layer, slot, head) * (size_t)h->o.capacity * h->row_bytes;
+    IG_ASSERT(slot < h->mem_slots);
+    return h->v + region_table(h, layer, slot, head) * (size_t)h->o.capacity * h->row_bytes;
+}
+
+/* Disk slots: runs of consecutive entries are read with one pread each into a bounce buffer. */
+static void read_disk(const ig_kv_home *h, int layer, int slot, int head, const int32_t *entries,
+                      int64_t n, float *k_out, float *v_out) {
+    ig_kv_home *hm = (ig_kv_home *)h; /* the I/O error and counters are the home's own state */
+    size_t base = region_table(h, layer, slot, head) * (size_t)h->o.capacity * h->row_bytes;
+    int hd = h->o.head_dim;
+    unsigned char buf[64 * 1024];
+    int64_t max_run = (int64_t)(sizeof buf / h->row_bytes);
+    if (max_run > 64) max_run = 64;
+    IG_ASSERT(max_run >= 1);
+    for (int64_t i = 0, run; i < n; i += run) {
+        for (run = 1; run < max_run && i + run < n && entries[i + run] == entries[i] + run;) run++;
+        size_t off = base + (size_t)entries[i] * h->row_bytes, len = (size_t)run * h->row_bytes;
+        ig_error err;
+        for (int kv = 0; kv < 2; kv++) {
+            if (ig_disk_pread(h->file, off + (kv ? h->disk_v_off : 0), buf, len, &err) != IG_OK) {
+                io_fail(hm, &err);
+                memset(buf, 0, len);
+            }
+            ig_kv_codec_decode(&h->o.codec, buf, run, hd,
+                               (kv ? v_out : k_out) + (size_t)i * (size_t)hd);
+        }
+        pthread_mutex_lock(&hm->mu);
+        hm->disk_read += 2.0 * (double)len;
+        pthread_mutex_unlock(&hm->mu);
+    }
 }
 
 void ig_kv_home_read(const ig_kv_home *h, int layer, int slot, int head, const int32_t *entries,
                      int64_t n, float *k_out, float *v_out) {
+    if (slot >= h->mem_slots) {
+        read_disk(h, layer, slot, head, entries, n, k_out, v_out);
+        return;
+    }
     const unsigned char *kb = ig_kv_home_k_base(h, layer, slot, head);
     const unsigned char *vb = ig_kv_home_v_base(h, layer, slot, head);
     int hd = h->o.head_dim;

@@ -42,6 +42,13 @@ typedef struct ig_kv_home_opts {
      * its nodes) through offload/hostmem; topo NULL: plain memory. */
     const struct ig_topo *topo;
     int numa;
+    /* Slots [disk_slot0, n_slots) keep their rows in a file of this disk tier (FlexGen's
+     * cache_disk_percent): written row by row as tokens are stored, read back for attention. Their
+     * rows have no address (k_base/v_base must not be used for them; read through
+     * ig_kv_home_read). NULL: every slot in memory. The file is preallocated at create, so a full
+     * disk fails there, never in the middle of a run. */
+    struct ig_disk *disk;
+    int disk_slot0;
 } ig_kv_home_opts;
 
 ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error *err);
@@ -68,7 +75,16 @@ void ig_kv_home_release(ig_kv_home *h, int layer, int slot, int head, int64_t e)
 /* Frees every entry of a slot (all layers and heads). */
 void ig_kv_home_reset_slot(ig_kv_home *h, int slot);
 
-/* Encoded rows of (layer, slot, head): entry e's key at k_base + e * row_bytes. */
+/* Whether slot's rows live on the disk tier. */
+int ig_kv_home_on_disk(const ig_kv_home *h, int slot);
+/* Bytes read from / written to the disk tier since create (all threads). */
+double ig_kv_home_disk_read_bytes(const ig_kv_home *h);
+double ig_kv_home_disk_write_bytes(const ig_kv_home *h);
+/* The first disk I/O error of the run (a message naming the file and offset), or NULL. Reads and
+ * writes after an error leave the rows as they were; the caller must abort the forward pass. */
+const char *ig_kv_home_io_error(const ig_kv_home *h);
+
+/* Encoded rows of (layer, slot, head): entry e's key at k_base + e * row_bytes (memory slots). */
 const void *ig_kv_home_k_base(const ig_kv_home *h, int layer, int slot, int head);
 const void *ig_kv_home_v_base(const ig_kv_home *h, int layer, int slot, int head);
 /* Decodes the listed entries' rows into f32 [n][hd] (k_out, v_out). */

@@ -12,7 +12,7 @@
 #include "tests/test_util.h"
 
 static void test_entries(void) {
-    ig_kv_home_opts o = {2, 3, 2, 8, 4, {IG_KV_CODEC_F32, 0, 0}, NULL, -1};
+    ig_kv_home_opts o = {2, 3, 2, 8, 4, {IG_KV_CODEC_F32, 0, 0}, NULL, -1, NULL, 0};
     ig_kv_home *h = NULL;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_kv_home_create(&o, &h, &err), IG_OK);
@@ -63,7 +63,7 @@ static void test_codecs(void) {
     CU_ASSERT(!ig_kv_codec_is_exact(&f16));
     ig_kv_codec q4 = {IG_KV_CODEC_QUANT, 4, 64};
     CU_ASSERT_EQUAL(ig_kv_codec_row_bytes(&q4, 64), 4 + 32);
-    ig_kv_home_opts bad = {1, 1, 1, 48, 4, {IG_KV_CODEC_QUANT, 4, 64}, NULL, -1};
+    ig_kv_home_opts bad = {1, 1, 1, 48, 4, {IG_KV_CODEC_QUANT, 4, 64}, NULL, -1, NULL, 0};
     ig_kv_home *h = NULL;
     ig_error err;
     CU_ASSERT_EQUAL(ig_kv_home_create(&bad, &h, &err), IG_ERR_INVALID_ARG);
@@ -111,7 +111,7 @@ static void test_numa_home(void) {
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_topo_discover(&t, &err), IG_OK);
     int node = ig_topo_numa_at(t, 0)->os_index;
-    ig_kv_home_opts o = {2, 2, 2, 8, 4, {IG_KV_CODEC_F32, 0, 0}, t, node};
+    ig_kv_home_opts o = {2, 2, 2, 8, 4, {IG_KV_CODEC_F32, 0, 0}, t, node, NULL, 0};
     ig_kv_home *h = NULL;
     CU_ASSERT_EQUAL_FATAL(ig_kv_home_create(&o, &h, &err), IG_OK);
     float k[8], v[8], k2[8], v2[8];

@@ -77,7 +77,7 @@ static int rig_open(rig *r, const char *policy, const char *const *sets, int n_s
         r->st = NULL;
         return -1;
     }
-    ig_kv_home_opts ho = {n_layer, 1, n_kv_head, hd, max_ctx, r->caps.codec, NULL, -1};
+    ig_kv_home_opts ho = {n_layer, 1, n_kv_head, hd, max_ctx, r->caps.codec, NULL, -1, NULL, 0};
     return ig_kv_home_create(&ho, &r->home, &err) == IG_OK ? 0 : -1;
 }
 

@@ -10,6 +10,7 @@
 #include "core/engine/engine_internal.h"
 #include "core/log.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "offload/link.h"
 #include "offload/wstream.h"
 
 static float *alloc_f(size_t n, ig_error *err) {
@@ -36,6 +37,11 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
                             "context length %d exceeds the %d learned positions of this OPT model",
                             o.max_ctx, c->max_pos);
     if (o.max_batch_tokens <= 0) o.max_batch_tokens = o.max_seqs;
+    if (o.gpu_batch_seqs < 0 || o.act_host_seqs < 0 || o.act_host_seqs > o.max_seqs)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "engine: gpu_batch_seqs %d must be >= 0 and act_host_seqs %d in [0, "
+                            "max_seqs %d]",
+                            o.gpu_batch_seqs, o.act_host_seqs, o.max_seqs);
     ig_cpu_set_threads(o.threads);
 
     ig_engine *e = ig_calloc(1, sizeof *e, err);
@@ -86,6 +92,13 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
     e->attn_ws_floats = ig_cpu_attention_ws_floats(o.max_batch_tokens, o.max_ctx, c->n_head,
                                                    c->head_dim, ig_cpu_get_threads());
     e->attn_ws = alloc_f(e->attn_ws_floats, err);
+    if (o.act_host_seqs > 0) {
+        e->act_host = alloc_f(T * d, err);
+        if (!e->act_host) {
+            rc = IG_ERR_NOMEM;
+            goto fail;
+        }
+    }
     if (!e->x || !e->h || !e->hidden || !e->q || !e->k || !e->v || !e->att || !e->f1 || !e->f2 ||
         !e->ids || !e->pos || !e->attn_ws) {
         rc = IG_ERR_NOMEM;
@@ -138,6 +151,7 @@ void ig_engine_free(ig_engine *e) {
     free(e->ids);
     free(e->pos);
     free(e->attn_ws);
+    free(e->act_host);
     free(e->rope_cos);
     free(e->rope_sin);
     free(e);
@@ -201,7 +215,7 @@ static void store_kv(ig_engine *e, int layer) {
     const ig_model_config *c = &e->cfg;
     size_t hd = (size_t)c->head_dim, kvd = (size_t)c->n_kv_head * hd;
     size_t ctx = (size_t)e->opts.max_ctx;
-    for (int s = 0; s < e->n_cur; s++) {
+    for (int s = e->bs0; s < e->bs1; s++) {
         const ig_seq_tokens *q = &e->cur[s];
         float *kc = e->k_cache[layer] + (size_t)q->slot * e->slot_floats;
         float *vc = e->v_cache[layer] + (size_t)q->slot * e->slot_floats;
@@ -222,7 +236,7 @@ static void attention(ig_engine *e, int layer) {
     size_t qd = (size_t)c->n_head * (size_t)c->head_dim;
     float scale = 1.0f / sqrtf((float)c->head_dim);
     double t0 = ig_time_s();
-    for (int s = 0; s < e->n_cur; s++) {
+    for (int s = e->bs0; s < e->bs1; s++) {
         const ig_seq_tokens *q = &e->cur[s];
         const float *kc = e->k_cache[layer] + (size_t)q->slot * e->slot_floats;
         const float *vc = e->v_cache[layer] + (size_t)q->slot * e->slot_floats;
@@ -232,6 +246,78 @@ static void attention(ig_engine *e, int layer) {
                          e->att + r0 * qd);
     }
     e->stats.attention_s += ig_time_s() - t0;
+}
+
+/* Activations homed in host memory: the rows of the current GPU batch's sequences in the last
+ * act_host_seqs slots, moved between the device's x and the host home through the link. */
+static void act_move(ig_engine *e, int to_host) {
+    int first = e->opts.max_seqs - e->opts.act_host_seqs;
+    if (e->opts.act_host_seqs <= 0) return;
+    size_t d = (size_t)e->cfg.d_model;
+    for (int s = e->bs0; s < e->bs1; s++) {
+        if (e->cur[s].slot < first) continue;
+        size_t r0 = (size_t)e->row0[s], n = (size_t)e->cur[s].n_tokens * d * sizeof(float);
+        float *dev = e->x + r0 * d, *host = e->act_host + r0 * d;
+        if (to_host) {
+            e->stats.act_transfer_s += ig_link_copy(e->opts.act_link, IG_LINK_D2H, host, dev, n);
+            e->stats.act_d2h_bytes += (double)n;
+        } else {
+            e->stats.act_transfer_s += ig_link_copy(e->opts.act_link, IG_LINK_H2D, dev, host, n);
+            e->stats.act_h2d_bytes += (double)n;
+        }
+    }
+}
+
+static void set_gpu_batch(ig_engine *e, int s0, int s1) {
+    e->bs0 = s0;
+    e->bs1 = s1;
+    e->br0 = e->row0[s0];
+    e->br1 = e->row0[s1 - 1] + e->cur[s1 - 1].n_tokens;
+}
+
+/* One layer over the rows of the current GPU batch. */
+static void layer_forward(ig_engine *e, int l, const ig_layer *L) {
+    const ig_model_config *c = &e->cfg;
+    size_t d = (size_t)c->d_model, f = (size_t)c->d_ffn;
+    size_t qd = (size_t)c->n_head * (size_t)c->head_dim, kvd = (size_t)c->n_kv_head * c->head_dim;
+    size_t r0 = (size_t)e->br0;
+    int64_t T = e->br1 - e->br0;
+    float *x = e->x + r0 * d, *h = e->h + r0 * d, *q = e->q + r0 * qd;
+    float *k = e->k + r0 * kvd, *v = e->v + r0 * kvd, *att = e->att + r0 * qd;
+    float *f1 = e->f1 + r0 * f, *f2 = e->f2 + r0 * f;
+    norm(e, x, L->attn_norm_w, L->attn_norm_b, T, h);
+    if (e->kv) ig_kv_layer_begin(e, l);
+    linear(e, h, T, &L->wq, L->bq, q);
+    linear(e, h, T, &L->wk, L->bk, k);
+    linear(e, h, T, &L->wv, L->bv, v);
+    if (c->arch == IG_ARCH_LLAMA) {
+        ig_cpu_rope(q, T, c->n_head, c->head_dim, c->rot_dim, e->pos + r0, e->rope_cos,
+                    e->rope_sin);
+        ig_cpu_rope(k, T, c->n_kv_head, c->head_dim, c->rot_dim, e->pos + r0, e->rope_cos,
+                    e->rope_sin);
+    }
+    if (e->kv) {
+        double t_kv = ig_time_s();
+        ig_kv_layer_attention(e, l);
+        e->stats.attention_s += ig_time_s() - t_kv;
+    } else {
+        store_kv(e, l);
+        attention(e, l);
+    }
+    linear(e, att, T, &L->wo, L->bo, h);
+    ig_cpu_add(x, h, (int64_t)(T * (int64_t)d));
+    norm(e, x, L->ffn_norm_w, L->ffn_norm_b, T, h);
+    if (c->arch == IG_ARCH_OPT) {
+        linear(e, h, T, &L->w_up, L->b_up, f1);
+        ig_cpu_relu(f1, (int64_t)(T * (int64_t)f));
+        linear(e, f1, T, &L->w_down, L->b_down, h);
+    } else {
+        linear(e, h, T, &L->w_gate, NULL, f1);
+        linear(e, h, T, &L->w_up, L->b_up, f2);
+        ig_cpu_silu_mul(f1, f2, (int64_t)(T * (int64_t)f), f1);
+        linear(e, f1, T, &L->w_down, L->b_down, h);
+    }
+    ig_cpu_add(x, h, (int64_t)(T * (int64_t)d));
 }
 
 ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig_error *err) {
@@ -250,11 +336,14 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
         T += seqs[s].n_tokens;
     }
     e->n_rows = T;
-    size_t d = (size_t)c->d_model, f = (size_t)c->d_ffn;
+    size_t d = (size_t)c->d_model;
     double t_start = ig_time_s();
     double lin0 = e->stats.linear_s, att0 = e->stats.attention_s;
+    int gb = e->opts.gpu_batch_seqs > 0 && e->opts.gpu_batch_seqs < n_seqs ? e->opts.gpu_batch_seqs
+                                                                           : n_seqs;
+    int n_gb = (n_seqs + gb - 1) / gb;
 
-    if (e->kv) ig_kv_call_begin(e);
+    if (e->kv) ig_kv_call_begin(e, gb);
     ig_weight te = ig_model_tok_embd(e->model);
     ig_cpu_embed(te.data, te.dtype, c->d_model, e->ids, T, e->x);
     if (c->arch == IG_ARCH_OPT) {
@@ -265,45 +354,33 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
             ig_cpu_add(e->x + (size_t)t * d, e->h, c->d_model);
         }
     }
+    for (int b = 0; b < n_gb; b++) { /* the embeddings go to their home */
+        set_gpu_batch(e, b * gb, b * gb + gb < n_seqs ? b * gb + gb : n_seqs);
+        act_move(e, 1);
+    }
+    /* FlexGen's zig-zag: layers outside, GPU batches inside; the layer's weights stay resident
+     * for all its GPU batches */
     for (int l = 0; l < c->n_layer; l++) {
         const ig_layer *L =
             e->opts.weights ? ig_wstream_layer(e->opts.weights, l) : ig_model_layer(e->model, l);
         if (!L) /* a weight load failed (disk I/O); the caches of this call are not valid */
             return ig_error_set(err, IG_ERR_IO, "forward: layer %d weights: %s", l,
                                 ig_wstream_error(e->opts.weights));
-        norm(e, e->x, L->attn_norm_w, L->attn_norm_b, T, e->h);
-        if (e->kv) ig_kv_layer_begin(e, l);
-        linear(e, e->h, T, &L->wq, L->bq, e->q);
-        linear(e, e->h, T, &L->wk, L->bk, e->k);
-        linear(e, e->h, T, &L->wv, L->bv, e->v);
-        if (c->arch == IG_ARCH_LLAMA) {
-            ig_cpu_rope(e->q, T, c->n_head, c->head_dim, c->rot_dim, e->pos, e->rope_cos,
-                        e->rope_sin);
-            ig_cpu_rope(e->k, T, c->n_kv_head, c->head_dim, c->rot_dim, e->pos, e->rope_cos,
-                        e->rope_sin);
+        for (int b = 0; b < n_gb; b++) {
+            set_gpu_batch(e, b * gb, b * gb + gb < n_seqs ? b * gb + gb : n_seqs);
+            if (e->kv) ig_kv_gpu_batch(e, b);
+            act_move(e, 0);
+            layer_forward(e, l, L);
+            act_move(e, 1);
+            e->stats.gpu_batches++;
         }
-        if (e->kv) {
-            double t_kv = ig_time_s();
-            ig_kv_layer_attention(e, l);
-            e->stats.attention_s += ig_time_s() - t_kv;
-        } else {
-            store_kv(e, l);
-            attention(e, l);
-        }
-        linear(e, e->att, T, &L->wo, L->bo, e->h);
-        ig_cpu_add(e->x, e->h, (int64_t)(T * (int64_t)d));
-        norm(e, e->x, L->ffn_norm_w, L->ffn_norm_b, T, e->h);
-        if (c->arch == IG_ARCH_OPT) {
-            linear(e, e->h, T, &L->w_up, L->b_up, e->f1);
-            ig_cpu_relu(e->f1, (int64_t)(T * (int64_t)f));
-            linear(e, e->f1, T, &L->w_down, L->b_down, e->h);
-        } else {
-            linear(e, e->h, T, &L->w_gate, NULL, e->f1);
-            linear(e, e->h, T, &L->w_up, L->b_up, e->f2);
-            ig_cpu_silu_mul(e->f1, e->f2, (int64_t)(T * (int64_t)f), e->f1);
-            linear(e, e->f1, T, &L->w_down, L->b_down, e->h);
-        }
-        ig_cpu_add(e->x, e->h, (int64_t)(T * (int64_t)d));
+        if (e->kv && ig_kv_run_io_error(e->kv)) /* KV on disk: a read or write failed */
+            return ig_error_set(err, IG_ERR_IO, "forward: layer %d KV cache: %s", l,
+                                ig_kv_run_io_error(e->kv));
+    }
+    for (int b = 0; b < n_gb; b++) {
+        set_gpu_batch(e, b * gb, b * gb + gb < n_seqs ? b * gb + gb : n_seqs);
+        act_move(e, 0);
     }
     norm(e, e->x, ig_model_final_norm_w(e->model), ig_model_final_norm_b(e->model), T, e->hidden);
     for (int s = 0; s < n_seqs; s++) e->seq_len[seqs[s].slot] += seqs[s].n_tokens;

@@ -47,6 +47,21 @@ typedef struct ig_engine_opts {
      * plain memory. With a policy only. */
     const struct ig_topo *kv_topo;
     int kv_numa;
+    /* FlexGen's zig-zag block schedule: a call's sequences are split into GPU batches of this many
+     * sequences (in call order), and each layer runs over every GPU batch in turn before the next
+     * layer starts, so a layer's weights are loaded once for the whole block. 0: one GPU batch.
+     * Rows are independent, so the logits do not depend on it. */
+    int gpu_batch_seqs;
+    /* Activations (the hidden state between layers) of the sequences in the last act_host_seqs
+     * slots live in host memory: stored there after every layer and loaded back before the next,
+     * through the link model (FlexGen's act_cpu_percent). 0: all on the device. */
+    int act_host_seqs;
+    const struct ig_link_model *act_link; /* NULL: copies at memory speed */
+    /* KV placement on disk (FlexGen's cache_disk_percent), with a policy only: the last
+     * kv_disk_slots slots keep their KV rows in a file of this disk tier, read back for attention
+     * through a working set (copy access). */
+    struct ig_disk *kv_disk;
+    int kv_disk_slots;
 } ig_engine_opts;
 
 /* KV traffic and time, accumulated over decode tokens (one token of one sequence) since create or
@@ -62,6 +77,7 @@ typedef struct ig_kv_stats {
     double recall_sum;
     int64_t recall_n;
     int64_t evictions;
+    double disk_read_bytes, disk_write_bytes; /* KV rows homed on disk (kv_disk_slots) */
 } ig_kv_stats;
 
 /* New tokens for one sequence in a forward call. */
@@ -75,6 +91,8 @@ typedef struct ig_seq_tokens {
 typedef struct ig_engine_stats {
     double linear_s, attention_s, other_s, logits_s;
     int64_t forward_calls, tokens;
+    int64_t gpu_batches; /* GPU batches run (per layer pass), summed over calls */
+    double act_h2d_bytes, act_d2h_bytes, act_transfer_s; /* activations homed in host memory */
 } ig_engine_stats;
 
 ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_engine **out,

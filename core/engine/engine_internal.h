@@ -28,6 +28,10 @@ struct ig_engine {
     int *p0;            /* [max_seqs] cache length before the call */
     int n_cur;
     unsigned char *slot_seen; /* [max_seqs] */
+    /* the GPU batch being computed: sequences [bs0, bs1) of cur, rows [br0, br1) */
+    int bs0, bs1;
+    int64_t br0, br1;
+    float *act_host; /* [max_batch_tokens][d_model]: host home of activations (act_host_seqs) */
     ig_engine_stats stats;
     ig_kv_run *kv; /* with a policy */
 };
@@ -40,8 +44,13 @@ void ig_kv_run_reset_slot(ig_engine *e, int slot);
  */
 void ig_kv_layer_begin(ig_engine *e, int layer);
 void ig_kv_layer_attention(ig_engine *e, int layer);
-void ig_kv_call_begin(ig_engine *e);
+/* Call start: the call's sequences form GPU batches of gpu_batch_seqs (the last may be short). */
+void ig_kv_call_begin(ig_engine *e, int gpu_batch_seqs);
+/* The hooks below act on GPU batch b of the call (sequences [e->bs0, e->bs1)). */
+void ig_kv_gpu_batch(ig_engine *e, int b);
 ig_kv_stats ig_kv_run_stats(const ig_kv_run *r);
+/* The first I/O error of the KV home on disk, or NULL. */
+const char *ig_kv_run_io_error(const ig_kv_run *r);
 void ig_kv_run_reset_stats(ig_kv_run *r);
 size_t ig_kv_run_home_bytes(const ig_kv_run *r);
 size_t ig_kv_run_home_bytes_slots(const ig_kv_run *r, int slot0, int slot1);

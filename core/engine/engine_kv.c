@@ -61,9 +61,14 @@ struct ig_kv_run {
     float *shadow_k;  /* recall: [L][S][G][max_ctx][hd] */
     float *rscore;
     unsigned char *rmark;
-    ig_xfer *xq;        /* copy mode: the transfer queue */
-    gather_job jobs[2]; /* one in flight per layer parity */
-    uint64_t ticket[2];
+    ig_xfer *xq; /* copy mode: the transfer queue */
+    /* GPU batches of the call: decode sequences [bi[b], bi[b + 1]) of dec; the current one is cb,
+     * its decode sequences [i0, i1) */
+    int *bi;
+    int cb, i0, i1;
+    gather_job *jobs;    /* [S][2]: one in flight per GPU batch and layer parity */
+    uint64_t *ticket;    /* [S][2] */
+    double disk_base[2]; /* disk bytes read / written at the last stats reset */
     ig_kv_stats stats;
 };
 
@@ -125,8 +130,22 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     }
     if (cap > o->max_ctx) cap = o->max_ctx;
     r->cap = cap;
-    ig_kv_home_opts ho = {r->L,           r->S, r->G, r->hd, cap, r->caps.codec, e->opts.kv_topo,
-                          e->opts.kv_numa};
+    if (o->kv_disk_slots < 0 || o->kv_disk_slots > o->max_seqs - o->kv_device_slots ||
+        (o->kv_disk_slots > 0 && !o->kv_disk))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "engine: kv_disk_slots %d needs a disk tier and at most max_seqs %d - "
+                            "kv_device_slots %d slots",
+                            o->kv_disk_slots, o->max_seqs, o->kv_device_slots);
+    ig_kv_home_opts ho = {r->L,
+                          r->S,
+                          r->G,
+                          r->hd,
+                          cap,
+                          r->caps.codec,
+                          e->opts.kv_topo,
+                          e->opts.kv_numa,
+                          o->kv_disk_slots > 0 ? o->kv_disk : NULL,
+                          r->S - o->kv_disk_slots};
     IG_TRY(ig_kv_home_create(&ho, &r->home, err));
     r->row_bytes = ig_kv_home_row_bytes(r->home);
     int never_evicts = 1;
@@ -134,6 +153,13 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         if (ops->capacity(r->st, l, o->max_ctx) < o->max_ctx) never_evicts = 0;
     int f32_rows = r->caps.codec.kind == IG_KV_CODEC_F32;
     ig_kv_access acc = o->kv_access;
+    if (o->kv_disk_slots > 0) { /* rows on disk have no address: attention reads a working set */
+        if (acc == IG_KV_ACCESS_INPLACE)
+            return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                "KV on disk is read through a working set: in-place access is "
+                                "not possible (use auto or copy)");
+        acc = IG_KV_ACCESS_COPY;
+    }
     r->contig = r->caps.dense && never_evicts && f32_rows && acc != IG_KV_ACCESS_COPY &&
                 !r->caps.wants_probs && !r->caps.wants_prefill_colsum;
     r->inplace = f32_rows && acc != IG_KV_ACCESS_COPY;
@@ -183,13 +209,16 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->sels = ig_calloc(S, sizeof *r->sels, err);
     r->dec = ig_calloc(S, sizeof(int), err);
     r->dec_slots = ig_calloc(S, sizeof(int), err);
+    r->bi = ig_calloc(S + 1, sizeof(int), err);
+    r->jobs = ig_calloc(2 * S, sizeof *r->jobs, err);
+    r->ticket = ig_calloc(2 * S, sizeof *r->ticket, err);
     r->xsel = falloc(S * (size_t)r->d, err);
     r->qsel = falloc(S * H * hd, err);
     r->victims = ig_malloc((capz + 1) * sizeof(int32_t), err);
     r->all_idx = ig_malloc(capz * sizeof(int32_t), err);
     if (!r->pf_k || !r->pf_v || !r->colsum || !r->probs || !r->gws || !r->extra_k || !r->extra_v ||
-        !r->views || !r->sels || !r->dec || !r->dec_slots || !r->xsel || !r->qsel || !r->victims ||
-        !r->all_idx)
+        !r->views || !r->sels || !r->dec || !r->dec_slots || !r->bi || !r->jobs || !r->ticket ||
+        !r->xsel || !r->qsel || !r->victims || !r->all_idx)
         return IG_ERR_NOMEM;
     if (o->recall) {
         r->shadow_k = falloc((size_t)r->L * S * G * (size_t)o->max_ctx * hd, err);
@@ -225,6 +254,9 @@ void ig_kv_run_free(ig_kv_run *r) {
     free(r->sels);
     free(r->dec);
     free(r->dec_slots);
+    free(r->bi);
+    free(r->jobs);
+    free(r->ticket);
     free(r->xsel);
     free(r->qsel);
     free(r->victims);
@@ -242,10 +274,18 @@ void ig_kv_run_reset_slot(ig_engine *e, int slot) {
 }
 
 ig_kv_stats ig_kv_run_stats(const ig_kv_run *r) {
-    return r->stats;
+    ig_kv_stats s = r->stats;
+    s.disk_read_bytes = ig_kv_home_disk_read_bytes(r->home) - r->disk_base[0];
+    s.disk_write_bytes = ig_kv_home_disk_write_bytes(r->home) - r->disk_base[1];
+    return s;
 }
 void ig_kv_run_reset_stats(ig_kv_run *r) {
     memset(&r->stats, 0, sizeof r->stats);
+    r->disk_base[0] = ig_kv_home_disk_read_bytes(r->home);
+    r->disk_base[1] = ig_kv_home_disk_write_bytes(r->home);
+}
+const char *ig_kv_run_io_error(const ig_kv_run *r) {
+    return ig_kv_home_io_error(r->home);
 }
 size_t ig_kv_run_home_bytes(const ig_kv_run *r) {
     return ig_kv_home_resident_bytes(r->home);
@@ -272,26 +312,38 @@ static int is_decode(const ig_engine *e, int s) {
     return e->cur[s].n_tokens == 1 && e->p0[s] > 0;
 }
 
-void ig_kv_call_begin(ig_engine *e) {
+void ig_kv_call_begin(ig_engine *e, int gpu_batch_seqs) {
     ig_kv_run *r = e->kv;
     r->n_dec = 0;
-    for (int s = 0; s < e->n_cur; s++)
+    for (int s = 0; s < e->n_cur; s++) {
+        if (s % gpu_batch_seqs == 0) r->bi[s / gpu_batch_seqs] = r->n_dec;
         if (is_decode(e, s)) {
             r->dec[r->n_dec] = s;
             r->dec_slots[r->n_dec] = e->cur[s].slot;
             r->n_dec++;
         }
+    }
+    r->bi[(e->n_cur + gpu_batch_seqs - 1) / gpu_batch_seqs] = r->n_dec;
+    ig_kv_gpu_batch(e, 0);
     memset(r->sel_ok[0], 0, (size_t)r->S);
     memset(r->sel_ok[1], 0, (size_t)r->S);
     if (r->n_dec > 0) r->stats.decode_calls++;
 }
 
+void ig_kv_gpu_batch(ig_engine *e, int b) {
+    ig_kv_run *r = e->kv;
+    r->cb = b;
+    r->i0 = r->bi[b];
+    r->i1 = r->bi[b + 1];
+}
+
+/* Entry views of the current GPU batch's decode sequences, from index 0. */
 static void fill_views(ig_engine *e, int layer) {
     ig_kv_run *r = e->kv;
-    for (int i = 0; i < r->n_dec; i++) {
+    for (int i = r->i0; i < r->i1; i++) {
         int s = r->dec[i], slot = e->cur[s].slot;
         for (int g = 0; g < r->G; g++) {
-            ig_entries_view *v = &r->views[(size_t)i * (size_t)r->G + (size_t)g];
+            ig_entries_view *v = &r->views[(size_t)(i - r->i0) * (size_t)r->G + (size_t)g];
             v->pos = ig_kv_home_pos(r->home, layer, slot, g);
             v->high_water = ig_kv_home_high_water(r->home, layer, slot, g);
             v->n_used = ig_kv_home_n_used(r->home, layer, slot, g);
@@ -351,27 +403,27 @@ static void gather_job_run(void *arg) {
     j->seconds = ig_time_s() - t0;
 }
 
-/* Queues the gather of `layer`'s selected rows for the call's decode slots. */
+/* Queues the gather of `layer`'s selected rows for the current GPU batch's decode slots. */
 static void submit_gather(ig_engine *e, int layer) {
     ig_kv_run *r = e->kv;
-    int buf = layer & 1;
-    gather_job *j = &r->jobs[buf];
-    IG_ASSERT(r->ticket[buf] == 0 && r->n_dec <= 256);
+    int buf = layer & 1, q = 2 * r->cb + buf, n = r->i1 - r->i0;
+    gather_job *j = &r->jobs[q];
+    IG_ASSERT(r->ticket[q] == 0 && n <= 256);
     j->e = e;
     j->layer = layer;
     j->buf = buf;
-    j->n = r->n_dec;
-    memcpy(j->slots, r->dec_slots, (size_t)r->n_dec * sizeof(int));
-    r->ticket[buf] = ig_xfer_submit(r->xq, gather_job_run, j);
+    j->n = n;
+    memcpy(j->slots, r->dec_slots + r->i0, (size_t)n * sizeof(int));
+    r->ticket[q] = ig_xfer_submit(r->xq, gather_job_run, j);
 }
 
-/* Waits for `layer`'s gather, if one is in flight. */
+/* Waits for `layer`'s gather of the current GPU batch, if one is in flight. */
 static void wait_gather(ig_kv_run *r, int layer) {
-    int buf = layer & 1;
-    if (!r->ticket[buf]) return;
-    r->stats.transfer_wait_s += ig_xfer_wait(r->xq, r->ticket[buf]);
-    r->stats.transfer_s += r->jobs[buf].seconds;
-    r->ticket[buf] = 0;
+    int q = 2 * r->cb + (layer & 1);
+    if (!r->ticket[q]) return;
+    r->stats.transfer_wait_s += ig_xfer_wait(r->xq, r->ticket[q]);
+    r->stats.transfer_s += r->jobs[q].seconds;
+    r->ticket[q] = 0;
 }
 
 static void run_select_ahead(ig_engine *e, int layer) {
@@ -379,15 +431,16 @@ static void run_select_ahead(ig_engine *e, int layer) {
     int buf = layer & 1;
     double t0 = ig_time_s();
     fill_views(e, layer);
-    for (int i = 0; i < r->n_dec; i++) {
-        int s = r->dec[i];
+    int n = r->i1 - r->i0;
+    for (int i = 0; i < n; i++) {
+        int s = r->dec[r->i0 + i];
         memcpy(r->xsel + (size_t)i * (size_t)r->d, e->h + (size_t)e->row0[s] * (size_t)r->d,
                (size_t)r->d * sizeof(float));
     }
-    for (int i = 0; i < r->n_dec; i++) r->sels[i] = selection_of(r, buf, r->dec_slots[i]);
-    r->ops->select_ahead(r->st, layer, r->n_dec, r->dec_slots, r->xsel, r->views, r->sels);
+    for (int i = 0; i < n; i++) r->sels[i] = selection_of(r, buf, r->dec_slots[r->i0 + i]);
+    r->ops->select_ahead(r->st, layer, n, r->dec_slots + r->i0, r->xsel, r->views, r->sels);
     r->stats.select_s += ig_time_s() - t0;
-    for (int i = 0; i < r->n_dec; i++) {
+    for (int i = r->i0; i < r->i1; i++) {
         int slot = r->dec_slots[i];
         ig_selection sel = selection_of(r, buf, slot);
         check_selection(r, layer, slot, &sel);
@@ -402,7 +455,7 @@ static void dense_ahead(ig_engine *e, int layer) {
     ig_kv_run *r = e->kv;
     int buf = layer & 1;
     double t0 = ig_time_s();
-    for (int i = 0; i < r->n_dec; i++) {
+    for (int i = r->i0; i < r->i1; i++) {
         ig_selection sel = selection_of(r, buf, r->dec_slots[i]);
         select_all(r, layer, r->dec_slots[i], &sel);
         r->sel_ok[buf][r->dec_slots[i]] = 1;
@@ -413,7 +466,7 @@ static void dense_ahead(ig_engine *e, int layer) {
 
 void ig_kv_layer_begin(ig_engine *e, int layer) {
     ig_kv_run *r = e->kv;
-    if (r->n_dec == 0 || r->contig) return;
+    if (r->i1 == r->i0 || r->contig) return;
     if (r->caps.dense) {
         if (r->inplace) return;
         if (layer == 0) dense_ahead(e, 0);
@@ -695,21 +748,22 @@ static void decode_seq(ig_engine *e, int layer, int i) {
 void ig_kv_layer_attention(ig_engine *e, int layer) {
     ig_kv_run *r = e->kv;
     int buf = layer & 1;
-    if (r->n_dec > 0 && !r->contig) {
+    int n = r->i1 - r->i0;
+    if (n > 0 && !r->contig) {
         double t0 = ig_time_s();
         int need_gather = 0;
         if (!r->caps.dense && r->ops->select && !r->ops->select_ahead) {
             need_gather = 1;
             fill_views(e, layer);
             size_t qd = (size_t)r->H * (size_t)r->hd;
-            for (int i = 0; i < r->n_dec; i++)
-                memcpy(r->qsel + (size_t)i * qd, e->q + (size_t)e->row0[r->dec[i]] * qd,
+            for (int i = 0; i < n; i++)
+                memcpy(r->qsel + (size_t)i * qd, e->q + (size_t)e->row0[r->dec[r->i0 + i]] * qd,
                        qd * sizeof(float));
-            for (int i = 0; i < r->n_dec; i++) r->sels[i] = selection_of(r, buf, r->dec_slots[i]);
-            r->ops->select(r->st, layer, r->n_dec, r->dec_slots, r->qsel, r->views, r->sels);
-            for (int i = 0; i < r->n_dec; i++) r->sel_ok[buf][r->dec_slots[i]] = 1;
+            for (int i = 0; i < n; i++) r->sels[i] = selection_of(r, buf, r->dec_slots[r->i0 + i]);
+            r->ops->select(r->st, layer, n, r->dec_slots + r->i0, r->qsel, r->views, r->sels);
+            for (int i = r->i0; i < r->i1; i++) r->sel_ok[buf][r->dec_slots[i]] = 1;
         }
-        for (int i = 0; i < r->n_dec; i++) {
+        for (int i = r->i0; i < r->i1; i++) {
             int slot = r->dec_slots[i];
             ig_selection sel = selection_of(r, buf, slot);
             if (r->caps.dense && !r->sel_ok[buf][slot]) {
@@ -724,8 +778,8 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
         if (!r->inplace && need_gather) submit_gather(e, layer);
         if (!r->inplace) wait_gather(r, layer);
     }
-    for (int s = 0; s < e->n_cur; s++)
+    for (int s = e->bs0; s < e->bs1; s++)
         if (!is_decode(e, s)) prefill_seq(e, layer, s);
-    for (int i = 0; i < r->n_dec; i++) decode_seq(e, layer, i);
-    if (layer == r->L - 1) r->stats.decode_tokens += r->n_dec;
+    for (int i = r->i0; i < r->i1; i++) decode_seq(e, layer, i);
+    if (layer == r->L - 1) r->stats.decode_tokens += n;
 }
