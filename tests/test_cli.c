@@ -169,6 +169,27 @@ static void test_offload(void) {
     run(r, args);
     CU_ASSERT_EQUAL(r->status, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "\"kv_device_sequences\":1"));
+    /* KV and activations on every tier, with and without GPU batches: the same sums as the
+     * all-on-device run (the working-set access, as KV on disk needs) */
+    snprintf(args, sizeof args,
+             "ppl --text '%s' --ctx 32 --windows 2 --json --quiet --policy full --prefill 8 "
+             "--batch 2 --kv-access copy",
+             t);
+    double pbase = ppl_of(r, args);
+    CU_ASSERT(pbase > 0);
+    const char *kv_places[] = {"100,0,0,0,100,0", "100,0,50,0,0,50", "0,50,0,50,50,0",
+                               "100,0,50,50,0,100"};
+    for (int i = 0; i < 4; i++)
+        for (int gb = 0; gb < 2; gb++) {
+            snprintf(args, sizeof args,
+                     "ppl --text '%s' --ctx 32 --windows 2 --json --quiet --policy full --prefill "
+                     "8 --batch 2 --kv-access copy --percent %s --disk-dir '%s' %s",
+                     t, kv_places[i], dir, gb ? "--gpu-batch 1" : "");
+            double v = ppl_of(r, args);
+            if (v != pbase)
+                fprintf(stderr, "\n    --percent %s: nll %.17g vs %.17g", kv_places[i], v, pbase);
+            CU_ASSERT(v == pbase);
+        }
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
     CU_ASSERT(system(cmd) == 0); /* nothing left behind */
@@ -180,9 +201,12 @@ static void test_offload(void) {
     expect_error(args, "is not six comma-separated numbers");
     snprintf(args, sizeof args,
              "ppl --text '%s' --ctx 32 --percent 100,0,0,0,100,0 --disk-dir '%s'", t, dir);
-    expect_error(args, "KV cache on disk");
-    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --percent 100,0,100,0,0,100", t);
-    expect_error(args, "activations off the device");
+    expect_error(args, "needs a KV policy");
+    snprintf(args, sizeof args, "ppl --text '%s' --ctx 32 --percent 100,0,100,0,0,0", t);
+    expect_error(args, "give --disk-dir DIR");
+    snprintf(args, sizeof args,
+             "ppl --text '%s' --ctx 32 --batch 2 --percent 100,0,100,0,100,0 --gpu-batch 3", t);
+    expect_error(args, "--gpu-batch 3 does not divide");
     snprintf(args, sizeof args,
              "ppl --text '%s' --ctx 32 --percent 0,0,100,0,100,0 --disk-dir /nonexistent/x", t);
     expect_error(args, "/nonexistent/x");

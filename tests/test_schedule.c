@@ -48,6 +48,7 @@ typedef struct run_cfg {
     ig_kv_access access;
     ig_disk *kv_disk;
     int kv_disk_slots;
+    int act_disk;
     int joint_prefill; /* all prompts in one call (else one call per prompt) */
 } run_cfg;
 
@@ -79,6 +80,8 @@ static int run(const ig_model *m, const run_cfg *rc, run_out *out) {
                         .kv_device_slots = rc->kv_device_slots,
                         .gpu_batch_seqs = rc->gpu_batch,
                         .act_host_seqs = rc->act_host,
+                        .act_disk = rc->act_disk ? rc->kv_disk : NULL,
+                        .act_disk_seqs = rc->act_disk,
                         .kv_disk = rc->kv_disk,
                         .kv_disk_slots = rc->kv_disk_slots};
     ig_engine *e = NULL;
@@ -241,11 +244,37 @@ static void test_act_host(void) {
             }
         free(ref.logits);
     }
-    ig_engine *e = NULL;
+    /* one sequence's activations in host memory, one's on disk (through the host) */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/actdisk", ig_test_tmpdir());
+    mkdir(dir, 0700);
+    const ig_model_config *c = ig_model_get_config(g_models[0]);
+    run_cfg base = {.policy = NULL};
+    run_out ref, o;
+    CU_ASSERT_FATAL(run(g_models[0], &base, &ref) == 0);
+    ig_disk *d = NULL;
     ig_error err;
+    CU_ASSERT_FATAL(ig_disk_create(dir, 0, 1, &d, &err) == IG_OK);
+    run_cfg rc = {.policy = NULL, .act_host = 1, .act_disk = 1, .kv_disk = d, .gpu_batch = 2};
+    CU_ASSERT_FATAL(run(g_models[0], &rc, &o) == 0);
+    CU_ASSERT(o.n == ref.n && memcmp(ref.logits, o.logits, o.n * sizeof(float)) == 0);
+    double per_row = (c->n_layer + 1) * c->d_model * sizeof(float);
+    double rows2 = g_prompt[2] + STEPS, rows3 = g_prompt[3] + STEPS;
+    CU_ASSERT(o.es.act_d2h_bytes == (rows2 + rows3) * per_row);
+    CU_ASSERT(o.es.act_disk_write_bytes == rows3 * per_row);
+    CU_ASSERT(o.es.act_disk_read_bytes == rows3 * per_row);
+    CU_ASSERT(ig_disk_bytes_written(d) == rows3 * per_row);
+    free(ref.logits);
+    free(o.logits);
+    ig_disk_free(d);
+    ig_engine *e = NULL;
     ig_engine_opts bad = {.max_seqs = 2, .max_ctx = 8, .max_batch_tokens = 8, .act_host_seqs = 3};
     CU_ASSERT_NOT_EQUAL(ig_engine_create(g_models[0], &bad, &e, &err), IG_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "act_host_seqs 3"));
+    bad.act_host_seqs = 0;
+    bad.act_disk_seqs = 1;
+    CU_ASSERT_NOT_EQUAL(ig_engine_create(g_models[0], &bad, &e, &err), IG_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "need a disk tier"));
 }
 
 /* KV of the last k sequences homed on disk: the same logits as the same run with every row in

@@ -115,6 +115,7 @@ typedef struct ig_cli_offload {
     const char *percent, *numa, *disk_dir, *link_spec;
     int no_overlap;
     double device_gib;
+    int gpu_batch; /* sequences per GPU batch (0: the whole block) */
     /* set up by ig_cli_offload_setup */
     int active;
     int kv_numa; /* NUMA node of the host KV home (-1 interleaved / none) */
@@ -131,14 +132,16 @@ enum {
     IG_OPT_LINK,
     IG_OPT_NO_OVERLAP,
     IG_OPT_DEVICE_MEM,
+    IG_OPT_GPU_BATCH,
 };
 #define IG_CLI_OFFLOAD_LONGOPTS                                                                    \
     {"percent", required_argument, NULL, IG_OPT_PERCENT},                                          \
         {"numa", required_argument, NULL, IG_OPT_NUMA},                                            \
         {"disk-dir", required_argument, NULL, IG_OPT_DISK_DIR},                                    \
         {"link", required_argument, NULL, IG_OPT_LINK},                                            \
-        {"no-overlap", no_argument, NULL, IG_OPT_NO_OVERLAP}, {                                    \
-        "device-mem", required_argument, NULL, IG_OPT_DEVICE_MEM                                   \
+        {"no-overlap", no_argument, NULL, IG_OPT_NO_OVERLAP},                                      \
+        {"device-mem", required_argument, NULL, IG_OPT_DEVICE_MEM}, {                              \
+        "gpu-batch", required_argument, NULL, IG_OPT_GPU_BATCH                                     \
     }
 #define IG_CLI_OFFLOAD_HELP                                                                        \
     "  --percent W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU\n"                                            \
@@ -149,7 +152,9 @@ enum {
     "  --link SPEC       link model for device<->host copies, e.g. h2d=12,d2h=12,lat=10 (GB/s,\n"  \
     "                    us); default off (memory speed)\n"                                        \
     "  --no-overlap      load each layer's weights when needed instead of one layer ahead\n"       \
-    "  --device-mem GIB  capacity of the device tier (default: this machine's memory)\n"
+    "  --device-mem GIB  capacity of the device tier (default: this machine's memory)\n"           \
+    "  --gpu-batch N     FlexGen's zig-zag: run each layer over GPU batches of N sequences\n"      \
+    "                    (must divide the number of sequences; default: all in one)\n"
 
 int ig_cli_parse_percent(const char *cmd, const char *s, ig_plan_percent *p);
 int ig_cli_parse_numa(const char *cmd, const char *s, ig_plan_opts *o);

@@ -95,6 +95,17 @@ int ig_cli_offload_opt(ig_cli_offload *o, int opt, const char *arg) {
         o->device_gib = g;
         return 1;
     }
+    case IG_OPT_GPU_BATCH: {
+        char *end = NULL;
+        long g = strtol(arg, &end, 10);
+        if (end == arg || *end || g < 1 || g > 4096) {
+            fprintf(stderr, "igen: --gpu-batch: '%s' is not a number of sequences (1..4096)\n",
+                    arg);
+            return -1;
+        }
+        o->gpu_batch = (int)g;
+        return 1;
+    }
     default:
         return 0;
     }
@@ -107,6 +118,14 @@ static ig_plan_dtype plan_dtype_of(ig_dtype t) {
 int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, int n_seqs,
                          int prompt_len, int gen_len, const ig_cli_policy *pol,
                          ig_engine_opts *eo) {
+    if (o->gpu_batch > 0 && n_seqs % o->gpu_batch != 0) {
+        fprintf(stderr,
+                "igen %s: --gpu-batch %d does not divide the %d sequences into equal GPU "
+                "batches\n",
+                cmd, o->gpu_batch, n_seqs);
+        return -1;
+    }
+    eo->gpu_batch_seqs = o->gpu_batch;
     if (!o->percent) {
         if (o->numa || o->disk_dir || o->link_spec || o->no_overlap || o->device_gib > 0) {
             fprintf(stderr,
@@ -132,7 +151,9 @@ int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, 
                   : pol && pol->name && pol->kv_dtype == IG_DTYPE_F16 ? IG_PLAN_F16
                                                                       : IG_PLAN_F32;
     po.overlap = !o->no_overlap;
-    po.wl = (ig_workload){prompt_len > 0 ? prompt_len : 1, gen_len > 0 ? gen_len : 1, n_seqs, 1};
+    int gb = o->gpu_batch > 0 ? o->gpu_batch : n_seqs;
+    po.wl =
+        (ig_workload){prompt_len > 0 ? prompt_len : 1, gen_len > 0 ? gen_len : 1, gb, n_seqs / gb};
     /* the machine: this one's NUMA nodes; the device region is host memory on the CPU backend */
     if (ig_topo_discover(&o->topo, &err) != IG_OK) goto fail;
     ig_machine mach;
@@ -155,19 +176,14 @@ int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, 
         }
         goto fail;
     }
-    /* what this executor runs: weights on any tier; KV on the device or in host memory in whole
-     * sequences; activations on the device */
-    if (ig_plan_kv_sequences(o->plan, IG_TIER_DISK) > 0) {
-        ig_error_set(&err, IG_ERR_UNSUPPORTED,
-                     "--percent %s puts %d sequences' KV cache on disk; this version runs KV on "
-                     "the device or in host memory only (C_GPU + C_CPU = 100)",
-                     o->percent, ig_plan_kv_sequences(o->plan, IG_TIER_DISK));
-        goto fail;
-    }
-    if (ig_plan_act_sequences(o->plan, IG_TIER_DEVICE) < n_seqs) {
-        ig_error_set(&err, IG_ERR_UNSUPPORTED,
-                     "--percent %s puts activations off the device; this version keeps them on "
-                     "the device (A_GPU = 100, as FlexGen's code allows only one place)",
+    /* the executor runs every placement the planner accepts: weights per tensor group on any
+     * tier, KV and activations in whole sequences (device first, then host, then disk) */
+    int n_kv_disk = ig_plan_kv_sequences(o->plan, IG_TIER_DISK);
+    int n_act_host = ig_plan_act_sequences(o->plan, IG_TIER_HOST);
+    int n_act_disk = ig_plan_act_sequences(o->plan, IG_TIER_DISK);
+    if ((n_kv_disk > 0 || n_act_disk > 0) && !o->disk) {
+        ig_error_set(&err, IG_ERR_INVALID_ARG,
+                     "--percent %s puts KV cache or activations on disk: give --disk-dir DIR",
                      o->percent);
         goto fail;
     }
@@ -177,12 +193,19 @@ int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, 
             ig_error_set(&err, IG_ERR_INTERNAL, "plan: device KV sequences are not the first ones");
             goto fail;
         }
-    if (ig_plan_kv_sequences(o->plan, IG_TIER_HOST) > 0 && !(pol && pol->name)) {
+    if (ig_plan_kv_sequences(o->plan, IG_TIER_HOST) + n_kv_disk > 0 && !(pol && pol->name)) {
         ig_error_set(&err, IG_ERR_UNSUPPORTED,
-                     "--percent %s homes KV in host memory (C_CPU %g), which needs a KV policy "
+                     "--percent %s homes KV in host memory or on disk, which needs a KV policy "
                      "(--policy full for FlexGen's dense attention); without one the KV cache is "
                      "the engine's plain cache on the device (C_GPU 100)",
-                     o->percent, po.pct.cache_cpu);
+                     o->percent);
+        goto fail;
+    }
+    if (n_kv_disk > 0 && pol && pol->kv_access == IG_KV_ACCESS_INPLACE) {
+        ig_error_set(&err, IG_ERR_INVALID_ARG,
+                     "--percent %s puts KV on disk, which is read through a working set: "
+                     "--kv-access inplace is not possible",
+                     o->percent);
         goto fail;
     }
     ig_wstream_opts wo = {
@@ -191,6 +214,12 @@ int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, 
     if (ig_wstream_create(&wo, &o->ws, &err) != IG_OK) goto fail;
     eo->weights = o->ws;
     eo->kv_device_slots = kv_dev;
+    eo->kv_disk = o->disk;
+    eo->kv_disk_slots = n_kv_disk;
+    eo->act_host_seqs = n_act_host;
+    eo->act_disk = o->disk;
+    eo->act_disk_seqs = n_act_disk;
+    eo->act_link = &o->link;
     eo->kv_topo = o->topo; /* the KV home: on the node the plan chose for host KV */
     eo->kv_numa = o->kv_numa = -1;
     for (int i = 0; i < n_seqs; i++)

@@ -128,6 +128,8 @@ void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object 
     json_object_object_add(o, "kv_resident_fraction",
                            json_object_new_double(per(s.resident_rows, s.context_rows)));
     json_object_object_add(o, "kv_evictions", json_object_new_int64(s.evictions));
+    json_object_object_add(o, "kv_disk_read_bytes", json_object_new_double(s.disk_read_bytes));
+    json_object_object_add(o, "kv_disk_write_bytes", json_object_new_double(s.disk_write_bytes));
     json_object_object_add(o, "time_select_s", json_object_new_double(s.select_s));
     json_object_object_add(o, "time_transfer_s", json_object_new_double(s.transfer_s));
     json_object_object_add(o, "time_transfer_wait_s", json_object_new_double(s.transfer_wait_s));

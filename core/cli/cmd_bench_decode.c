@@ -228,6 +228,13 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     json_object_object_add(o, "time_attention_total_s", json_object_new_double(es.attention_s));
     json_object_object_add(o, "time_logits_s", json_object_new_double(es.logits_s));
     json_object_object_add(o, "time_other_s", json_object_new_double(es.other_s));
+    json_object_object_add(o, "gpu_batch", json_object_new_int(off.gpu_batch));
+    json_object_object_add(o, "act_h2d_bytes", json_object_new_double(es.act_h2d_bytes));
+    json_object_object_add(o, "act_d2h_bytes", json_object_new_double(es.act_d2h_bytes));
+    json_object_object_add(o, "act_disk_read_bytes",
+                           json_object_new_double(es.act_disk_read_bytes));
+    json_object_object_add(o, "act_disk_write_bytes",
+                           json_object_new_double(es.act_disk_write_bytes));
     ig_cli_policy_json(&pol, e, o);
     ig_cli_offload_json(&off, o);
     const char *js = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);

@@ -10,6 +10,7 @@
 #include "core/engine/engine_internal.h"
 #include "core/log.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "offload/disk.h"
 #include "offload/link.h"
 #include "offload/wstream.h"
 
@@ -37,11 +38,12 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
                             "context length %d exceeds the %d learned positions of this OPT model",
                             o.max_ctx, c->max_pos);
     if (o.max_batch_tokens <= 0) o.max_batch_tokens = o.max_seqs;
-    if (o.gpu_batch_seqs < 0 || o.act_host_seqs < 0 || o.act_host_seqs > o.max_seqs)
+    if (o.gpu_batch_seqs < 0 || o.act_host_seqs < 0 || o.act_disk_seqs < 0 ||
+        o.act_host_seqs + o.act_disk_seqs > o.max_seqs || (o.act_disk_seqs > 0 && !o.act_disk))
         return ig_error_set(err, IG_ERR_INVALID_ARG,
-                            "engine: gpu_batch_seqs %d must be >= 0 and act_host_seqs %d in [0, "
-                            "max_seqs %d]",
-                            o.gpu_batch_seqs, o.act_host_seqs, o.max_seqs);
+                            "engine: gpu_batch_seqs %d must be >= 0, act_host_seqs %d + "
+                            "act_disk_seqs %d at most max_seqs %d (disk ones need a disk tier)",
+                            o.gpu_batch_seqs, o.act_host_seqs, o.act_disk_seqs, o.max_seqs);
     ig_cpu_set_threads(o.threads);
 
     ig_engine *e = ig_calloc(1, sizeof *e, err);
@@ -92,10 +94,18 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
     e->attn_ws_floats = ig_cpu_attention_ws_floats(o.max_batch_tokens, o.max_ctx, c->n_head,
                                                    c->head_dim, ig_cpu_get_threads());
     e->attn_ws = alloc_f(e->attn_ws_floats, err);
-    if (o.act_host_seqs > 0) {
+    if (o.act_host_seqs + o.act_disk_seqs > 0) {
         e->act_host = alloc_f(T * d, err);
         if (!e->act_host) {
             rc = IG_ERR_NOMEM;
+            goto fail;
+        }
+    }
+    if (o.act_disk_seqs > 0) {
+        rc = ig_disk_file_create_rows(o.act_disk, "activations", T * d * sizeof(float),
+                                      &e->act_file, err);
+        if (rc != IG_OK) {
+            ig_error_prefix(err, "activations of %d sequences on disk: ", o.act_disk_seqs);
             goto fail;
         }
     }
@@ -152,6 +162,7 @@ void ig_engine_free(ig_engine *e) {
     free(e->pos);
     free(e->attn_ws);
     free(e->act_host);
+    ig_disk_file_free(e->act_file);
     free(e->rope_cos);
     free(e->rope_sin);
     free(e);
@@ -248,24 +259,38 @@ static void attention(ig_engine *e, int layer) {
     e->stats.attention_s += ig_time_s() - t0;
 }
 
-/* Activations homed in host memory: the rows of the current GPU batch's sequences in the last
- * act_host_seqs slots, moved between the device's x and the host home through the link. */
-static void act_move(ig_engine *e, int to_host) {
-    int first = e->opts.max_seqs - e->opts.act_host_seqs;
-    if (e->opts.act_host_seqs <= 0) return;
+/* Activations off the device: the rows of the current GPU batch's sequences in the last
+ * act_host_seqs + act_disk_seqs slots, moved between the device's x and their home through the
+ * link (and, for the disk slots, between the host relay and the disk tier). A disk error is
+ * returned; the rows are then not valid. */
+static ig_status act_move(ig_engine *e, int to_host, ig_error *err) {
+    int n_off = e->opts.act_host_seqs + e->opts.act_disk_seqs;
+    if (n_off <= 0) return IG_OK;
+    int first = e->opts.max_seqs - n_off, first_disk = e->opts.max_seqs - e->opts.act_disk_seqs;
     size_t d = (size_t)e->cfg.d_model;
     for (int s = e->bs0; s < e->bs1; s++) {
-        if (e->cur[s].slot < first) continue;
+        int slot = e->cur[s].slot;
+        if (slot < first) continue;
         size_t r0 = (size_t)e->row0[s], n = (size_t)e->cur[s].n_tokens * d * sizeof(float);
         float *dev = e->x + r0 * d, *host = e->act_host + r0 * d;
+        size_t foff = r0 * d * sizeof(float);
         if (to_host) {
             e->stats.act_transfer_s += ig_link_copy(e->opts.act_link, IG_LINK_D2H, host, dev, n);
             e->stats.act_d2h_bytes += (double)n;
+            if (slot >= first_disk) {
+                IG_TRY(ig_disk_pwrite(e->act_file, foff, host, n, err));
+                e->stats.act_disk_write_bytes += (double)n;
+            }
         } else {
+            if (slot >= first_disk) {
+                IG_TRY(ig_disk_pread(e->act_file, foff, host, n, err));
+                e->stats.act_disk_read_bytes += (double)n;
+            }
             e->stats.act_transfer_s += ig_link_copy(e->opts.act_link, IG_LINK_H2D, dev, host, n);
             e->stats.act_h2d_bytes += (double)n;
         }
     }
+    return IG_OK;
 }
 
 static void set_gpu_batch(ig_engine *e, int s0, int s1) {
@@ -356,7 +381,7 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
     }
     for (int b = 0; b < n_gb; b++) { /* the embeddings go to their home */
         set_gpu_batch(e, b * gb, b * gb + gb < n_seqs ? b * gb + gb : n_seqs);
-        act_move(e, 1);
+        IG_TRY(act_move(e, 1, err));
     }
     /* FlexGen's zig-zag: layers outside, GPU batches inside; the layer's weights stay resident
      * for all its GPU batches */
@@ -369,9 +394,9 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
         for (int b = 0; b < n_gb; b++) {
             set_gpu_batch(e, b * gb, b * gb + gb < n_seqs ? b * gb + gb : n_seqs);
             if (e->kv) ig_kv_gpu_batch(e, b);
-            act_move(e, 0);
+            IG_TRY(act_move(e, 0, err));
             layer_forward(e, l, L);
-            act_move(e, 1);
+            IG_TRY(act_move(e, 1, err));
             e->stats.gpu_batches++;
         }
         if (e->kv && ig_kv_run_io_error(e->kv)) /* KV on disk: a read or write failed */
@@ -380,7 +405,7 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
     }
     for (int b = 0; b < n_gb; b++) {
         set_gpu_batch(e, b * gb, b * gb + gb < n_seqs ? b * gb + gb : n_seqs);
-        act_move(e, 0);
+        IG_TRY(act_move(e, 0, err));
     }
     norm(e, e->x, ig_model_final_norm_w(e->model), ig_model_final_norm_b(e->model), T, e->hidden);
     for (int s = 0; s < n_seqs; s++) e->seq_len[seqs[s].slot] += seqs[s].n_tokens;

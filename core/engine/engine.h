@@ -57,6 +57,10 @@ typedef struct ig_engine_opts {
      * through the link model (FlexGen's act_cpu_percent). 0: all on the device. */
     int act_host_seqs;
     const struct ig_link_model *act_link; /* NULL: copies at memory speed */
+    /* The last act_disk_seqs slots (after the host ones) keep their activations in a file of this
+     * disk tier, going through host memory on the way (counted as host traffic too). */
+    struct ig_disk *act_disk;
+    int act_disk_seqs;
     /* KV placement on disk (FlexGen's cache_disk_percent), with a policy only: the last
      * kv_disk_slots slots keep their KV rows in a file of this disk tier, read back for attention
      * through a working set (copy access). */
@@ -92,7 +96,8 @@ typedef struct ig_engine_stats {
     double linear_s, attention_s, other_s, logits_s;
     int64_t forward_calls, tokens;
     int64_t gpu_batches; /* GPU batches run (per layer pass), summed over calls */
-    double act_h2d_bytes, act_d2h_bytes, act_transfer_s; /* activations homed in host memory */
+    double act_h2d_bytes, act_d2h_bytes, act_transfer_s; /* activations off the device */
+    double act_disk_read_bytes, act_disk_write_bytes;    /* activations homed on disk */
 } ig_engine_stats;
 
 ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_engine **out,

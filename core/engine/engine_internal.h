@@ -31,7 +31,8 @@ struct ig_engine {
     /* the GPU batch being computed: sequences [bs0, bs1) of cur, rows [br0, br1) */
     int bs0, bs1;
     int64_t br0, br1;
-    float *act_host; /* [max_batch_tokens][d_model]: host home of activations (act_host_seqs) */
+    float *act_host; /* [max_batch_tokens][d_model]: host home / disk relay of activations */
+    struct ig_disk_file *act_file; /* [max_batch_tokens][d_model] f32: disk home (act_disk_seqs) */
     ig_engine_stats stats;
     ig_kv_run *kv; /* with a policy */
 };
