@@ -172,6 +172,26 @@ static void test_set(void) {
     IG_ASSERT_NEAR(p.kv.cpu, 50, 0);
     ig_exp_free(e);
 
+    /* the model: PATH shorthand takes sub-key overrides; a mapping can be switched off */
+    const char *sets3[] = {"model.dtype=f16", "placement.link={h2d_gbps: 8, d2h_gbps: 6}",
+                           "placement.link=false", "name=renamed"};
+    e = load("exp/good/ppl.yaml", sets3, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(ig_exp_point_get(e, 0, &p), IG_OK);
+    CU_ASSERT_STRING_EQUAL(p.dtype, "f16");
+    CU_ASSERT_PTR_NOT_NULL(strstr(p.model_path, "tiny_llama.gguf"));
+    CU_ASSERT_EQUAL(p.link, 0);
+    CU_ASSERT_STRING_EQUAL(ig_exp_name(e), "renamed");
+    CU_ASSERT_STRING_EQUAL(ig_exp_output_dir(e), "results/renamed");
+    ig_exp_free(e);
+    e = load("exp/good/ppl.yaml", sets3, 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(ig_exp_point_get(e, 0, &p), IG_OK);
+    CU_ASSERT_EQUAL(p.link, 1);
+    IG_ASSERT_NEAR(p.link_h2d_gbps, 8, 0);
+    IG_ASSERT_NEAR(p.link_latency_us, 0, 0);
+    ig_exp_free(e);
+
     /* bad paths name the closest valid key */
     struct {
         const char *set, *want;
@@ -380,6 +400,53 @@ static void test_print_points(void) {
     ig_exp_free(e);
 }
 
+/* Every YAML example in docs/config.md loads (the complete one needs the shared wikitext). */
+static void test_doc_examples(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs/config.md", IG_SOURCE_DIR);
+    FILE *f = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[1024], *block = NULL;
+    size_t len = 0;
+    FILE *out = NULL;
+    int n_blocks = 0, in = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!in && !strcmp(line, "```yaml\n")) {
+            in = 1;
+            out = open_memstream(&block, &len);
+            continue;
+        }
+        if (!in) continue;
+        if (strcmp(line, "```\n")) {
+            fputs(line, out);
+            continue;
+        }
+        in = 0;
+        fclose(out);
+        n_blocks++;
+        int needs_text = strstr(block, "wiki.test.raw") != NULL;
+        if (!needs_text || ig_test_shared("wikitext-2-raw/wiki.test.raw")) {
+            char yp[4200];
+            snprintf(yp, sizeof yp, "%s/doc-example-%d.yaml", ig_test_tmpdir(), n_blocks);
+            FILE *y = fopen(yp, "w");
+            CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+            fputs(block, y);
+            fclose(y);
+            ig_exp *e = NULL;
+            ig_error err = {0};
+            /* the complete example's text path is relative to the checkout's parent's shared/ */
+            ig_status st = ig_exp_load(yp, NULL, 0, &e, &err);
+            if (st != IG_OK) fprintf(stderr, "docs/config.md example %d: %s\n", n_blocks, err.msg);
+            CU_ASSERT_EQUAL(st, IG_OK);
+            ig_exp_free(e);
+        }
+        free(block);
+        block = NULL;
+    }
+    fclose(f);
+    CU_ASSERT(n_blocks >= 7);
+}
+
 static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -441,4 +508,5 @@ void ig_test_register(void) {
     CU_add_test(s, "references", test_references);
     CU_add_test(s, "print_points", test_print_points);
     CU_add_test(s, "bad_corpus", test_bad_corpus);
+    CU_add_test(s, "doc_examples", test_doc_examples);
 }
