@@ -1,6 +1,6 @@
 /* The results store (results.jsonl: append, reopen, torn lines, last record wins, parts and
- * merge, kill -9 mid-append), results.csv against the JSONL, the summary table, the progress line
- * and the gnuplot plots. */
+ * merge, kill -9 mid-append), results.csv against the JSONL, the summary table, the progress line,
+ * and the errors of the plots that need no gnuplot (the plots themselves: test_plot.c). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -681,127 +681,7 @@ static void test_progress(void) {
     free(buf);
 }
 
-/* ---- plots ---- */
-
-static int have_gnuplot(void) {
-    return system("command -v gnuplot >/dev/null 2>&1") == 0;
-}
-
-/* 3 policies (h2o in 2 variants) x 3 sequence lengths x 2 batches, with ppl, KV fraction and
- * breakdowns. */
-static void write_synthetic(const char *dir) {
-    ig_results *r = NULL;
-    ig_error err = {0};
-    CU_ASSERT_EQUAL_FATAL(ig_results_open(dir, &r, &err), IG_OK);
-    const char *pols[] = {"full", "h2o", "h2o", "infinigen"};
-    const double ratio[] = {0, 0.1, 0.2, 0};
-    int point = 0;
-    for (int b = 0; b < 2; b++)
-        for (int s = 0; s < 3; s++)
-            for (int k = 0; k < 4; k++) {
-                char key[32];
-                snprintf(key, sizeof key, "syn%02d", point);
-                int batch = 4 << b, prompt = 256 << s;
-                double speed = k == 0 ? 1 : k == 3 ? 1.3 + 0.1 * b : 1.5 + 0.1 * k;
-                json_object *rec = make_record(point, key, "ok", pols[k], batch, prompt,
-                                               speed * 1000.0 * batch / (prompt + 32));
-                json_object *cfg = json_object_object_get(rec, "config");
-                if (k == 1 || k == 2) {
-                    json_object *params = json_object_new_object();
-                    json_object_object_add(params, "heavy_ratio", json_object_new_double(ratio[k]));
-                    json_object_object_add(json_object_object_get(cfg, "policy"), "params", params);
-                }
-                json_object *m = json_object_object_get(rec, "metrics");
-                double kv = k == 0 ? 1.0 : k == 3 ? 0.25 : 2 * ratio[k];
-                json_object_object_add(m, "kv_read_fraction", json_object_new_double(kv));
-                json_object_object_add(m, "ppl", json_object_new_double(20 + (1 - kv) * 3 + s));
-                json_object *bd = json_object_new_object();
-                const char *parts[] = {"attention", "ffn", "transfer", "prediction", "other"};
-                for (int q = 0; q < 5; q++)
-                    json_object_object_add(
-                        bd, parts[q],
-                        json_object_new_double(0.1 * (q + 1) * (k == 0 && q == 2 ? 5 : 1)));
-                json_object_object_add(m, "breakdown_s", bd);
-                append_ok(r, rec);
-                point++;
-            }
-    /* a failed point is not plotted */
-    append_ok(r, make_record(point, "failed", "error", "full", 4, 999, 1e9));
-    ig_results_free(r);
-}
-
-static void check_image(const char *dir, const char *name) {
-    char path[4300];
-    static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    snprintf(path, sizeof path, "%s/plots/%s.png", dir, name);
-    size_t len = 0;
-    char *png = slurp(path, &len);
-    CU_ASSERT(png && len > 1000 && !memcmp(png, png_sig, 8));
-    if (!png) fprintf(stderr, "missing %s\n", path);
-    free(png);
-    snprintf(path, sizeof path, "%s/plots/%s.svg", dir, name);
-    char *svg = slurp(path, &len);
-    CU_ASSERT(svg && len > 1000 && strstr(svg, "<svg") && strstr(svg, "</svg>"));
-    if (!svg) fprintf(stderr, "missing %s\n", path);
-    free(svg);
-    snprintf(path, sizeof path, "%s/plots/%s.gp", dir, name);
-    struct stat st;
-    CU_ASSERT(stat(path, &st) == 0 && st.st_size > 0);
-}
-
-static void test_plots(void) {
-    if (!have_gnuplot()) {
-        ig_test_skip("gnuplot is not installed (tools/setup.sh installs gnuplot-nox)");
-        return;
-    }
-    const char *dir = fresh_dir("plots");
-    write_synthetic(dir);
-    char *log = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&log, &len);
-    int n = -1;
-    ig_error err = {0};
-    ig_status rc = ig_plot_results_ex(dir, f, &n, &err);
-    fclose(f);
-    if (rc != IG_OK) fprintf(stderr, "plot: %s\n", err.msg);
-    CU_ASSERT_EQUAL_FATAL(rc, IG_OK);
-    CU_ASSERT_EQUAL(n, 6); /* throughput (all + 2 per batch), speedup, ppl, breakdown */
-    const char *names[] = {"throughput_vs_seqlen",    "throughput_vs_seqlen_b4",
-                           "throughput_vs_seqlen_b8", "speedup_vs_batch",
-                           "ppl_vs_budget",           "latency_breakdown"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_image(dir, names[i]);
-    CU_ASSERT_PTR_NULL(strstr(log, "skipped"));
-    free(log);
-    /* the data gnuplot read: h2o's two variants are told apart, the failed point is absent, the
-     * speedup of infinigen at batch 8 is 1.4 */
-    char path[4300];
-    snprintf(path, sizeof path, "%s/plots/throughput_vs_seqlen_b4.dat", dir);
-    char *dat = slurp(path, NULL);
-    CU_ASSERT(dat && strstr(dat, "# h2o heavy_ratio=0.1\n") &&
-              strstr(dat, "# h2o heavy_ratio=0.2"));
-    CU_ASSERT(dat && strstr(dat, "# infinigen\n") && !strstr(dat, "1287"));
-    free(dat);
-    snprintf(path, sizeof path, "%s/plots/speedup_vs_batch.dat", dir);
-    dat = slurp(path, NULL);
-    CU_ASSERT(dat && strstr(dat, "# infinigen\n4\t1.3\n8\t1.4\n"));
-    free(dat);
-    snprintf(path, sizeof path, "%s/plots/latency_breakdown.dat", dir);
-    dat = slurp(path, NULL);
-    CU_ASSERT(dat && strstr(dat, "full\t0.1\t0.2\t1.5\t0.4\t0.5\n"));
-    CU_ASSERT(dat && count_lines(dat) == 5); /* header + 4 variants */
-    free(dat);
-
-    /* the command redraws them */
-    ig_test_run *run = malloc(sizeof *run);
-    char args[4400];
-    snprintf(args, sizeof args, "plot '%s'", dir);
-    ig_test_igen(run, NULL, args);
-    CU_ASSERT_EQUAL(run->status, 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(run->out, "6 plots in"));
-    free(run);
-}
-
-static void test_plot_skips_and_errors(void) {
+static void test_plot_errors(void) {
     const char *dir = fresh_dir("plots_skip");
     ig_results *r = NULL;
     ig_error err = {0};
@@ -830,20 +710,6 @@ static void test_plot_skips_and_errors(void) {
     CU_ASSERT_EQUAL(run->status, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(run->out, "usage: igen plot RESULTS_DIR"));
     free(run);
-    if (!have_gnuplot()) return;
-    /* one sequence length, one batch, no ppl, no breakdown: everything skipped, with reasons */
-    char *log = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&log, &len);
-    CU_ASSERT_EQUAL(ig_plot_results_ex(dir, f, &n, &err), IG_OK);
-    fclose(f);
-    CU_ASSERT_EQUAL(n, 0);
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(log, "skipped throughput_vs_seqlen: needs throughput at 2 or more sequence"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(log, "skipped speedup_vs_batch: needs 2 or more batch sizes"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(log, "skipped ppl_vs_budget: "));
-    CU_ASSERT_PTR_NOT_NULL(strstr(log, "skipped latency_breakdown: "));
-    free(log);
 }
 
 void ig_test_register(void) {
@@ -857,7 +723,5 @@ void ig_test_register(void) {
     CU_add_test(s, "kill9", test_kill9);
     CU_add_test(s, "summary", test_summary);
     CU_add_test(s, "progress", test_progress);
-    CU_pSuite p = CU_add_suite("plot", NULL, NULL);
-    CU_add_test(p, "plots", test_plots);
-    CU_add_test(p, "skips_and_errors", test_plot_skips_and_errors);
+    CU_add_test(s, "plot_errors", test_plot_errors);
 }

@@ -169,18 +169,16 @@ static int rec_status_ok(json_object *rec) {
 
 /* ---- the in-memory view ---- */
 
-static const ig_results *g_sort_r;
-static int cmp_order(const void *a, const void *b) {
-    const entry *x = &g_sort_r->entries[*(const int *)a], *y = &g_sort_r->entries[*(const int *)b];
+static int cmp_order(const void *a, const void *b, void *ctx) {
+    const entry *e = ctx;
+    const entry *x = &e[*(const int *)a], *y = &e[*(const int *)b];
     if (x->point != y->point) return x->point < y->point ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 static void sort_view(ig_results *r) {
     for (int i = 0; i < r->n; i++) r->order[i] = i;
-    g_sort_r = r;
-    qsort(r->order, (size_t)r->n, sizeof r->order[0], cmp_order);
-    g_sort_r = NULL;
+    if (r->n > 1) qsort_r(r->order, (size_t)r->n, sizeof r->order[0], cmp_order, r->entries);
 }
 
 /* Takes ownership of rec (a JSON object with a string key). */
