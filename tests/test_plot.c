@@ -1,0 +1,250 @@
+/* The gnuplot plots of a results directory: every expected PNG and SVG from a synthetic sweep,
+ * the data gnuplot read, `igen plot`, and the reasons given for plots the results cannot support.
+ * Skipped (exit 77, never a silent pass) where gnuplot is not installed. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/exp/plot.h"
+#include "core/exp/results.h"
+#include "tests/test_util.h"
+
+/* A fresh directory under the test's scratch directory. */
+static const char *fresh_dir(const char *name) {
+    static char buf[4][4096];
+    static int k;
+    char *b = buf[k++ % 4];
+    snprintf(b, sizeof buf[0], "%s/%s", ig_test_tmpdir(), name);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", b);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    return b;
+}
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    if (len) *len = got;
+    return s;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* A record in the shape the runner writes. */
+static json_object *make_record(int point, const char *key, const char *status, const char *policy,
+                                int batch, int prompt_len, double tp) {
+    json_object *r = json_object_new_object();
+    json_object_object_add(r, "experiment", json_object_new_string("unit"));
+    json_object_object_add(r, "point", json_object_new_int(point));
+    json_object_object_add(r, "n_points", json_object_new_int(12));
+    json_object_object_add(r, "key", json_object_new_string(key));
+    char label[128];
+    snprintf(label, sizeof label, "policy=%s workload.batch=%d workload.prompt_len=%d", policy,
+             batch, prompt_len);
+    json_object_object_add(r, "label", json_object_new_string(label));
+    json_object *cfg = json_object_new_object();
+    json_object *wl = json_object_new_object();
+    json_object_object_add(wl, "batch", json_object_new_int(batch));
+    json_object_object_add(wl, "prompt_len", json_object_new_int(prompt_len));
+    json_object_object_add(wl, "gen_len", json_object_new_int(32));
+    json_object_object_add(cfg, "workload", wl);
+    json_object *pol = json_object_new_object();
+    json_object_object_add(pol, "name", json_object_new_string(policy));
+    json_object_object_add(pol, "params", json_object_new_object());
+    json_object_object_add(cfg, "policy", pol);
+    json_object *ms = json_object_new_array();
+    json_object_array_add(ms, json_object_new_string("throughput"));
+    json_object_array_add(ms, json_object_new_string("ppl"));
+    json_object_object_add(cfg, "metrics", ms);
+    json_object_object_add(r, "config", cfg);
+    json_object_object_add(r, "mode", json_object_new_string("measured"));
+    json_object_object_add(r, "status", json_object_new_string(status));
+    json_object_object_add(r, "error",
+                           strcmp(status, "ok") ? json_object_new_string("engine failed") : NULL);
+    json_object_object_add(r, "elapsed_s", json_object_new_double(1.5));
+    json_object_object_add(r, "link_model", json_object_new_boolean(0));
+    json_object *m = json_object_new_object();
+    json_object_object_add(m, "throughput_tok_s", json_object_new_double(tp));
+    json_object_object_add(m, "ppl", json_object_new_double(22.1));
+    json_object_object_add(m, "h2d_bytes", json_object_new_int64(123456789));
+    json_object_object_add(r, "metrics", m);
+    return r;
+}
+
+static void append_ok(ig_results *r, json_object *rec) {
+    ig_error err = {0};
+    CU_ASSERT_EQUAL(ig_results_append(r, rec, &err), IG_OK);
+    if (err.code) fprintf(stderr, "append: %s\n", err.msg);
+    json_object_put(rec);
+}
+
+/* ---- plots ---- */
+
+static int have_gnuplot(void) {
+    return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+/* 3 policies (h2o in 2 variants) x 3 sequence lengths x 2 batches, with ppl, KV fraction and
+ * breakdowns. */
+static void write_synthetic(const char *dir) {
+    ig_results *r = NULL;
+    ig_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(ig_results_open(dir, &r, &err), IG_OK);
+    const char *pols[] = {"full", "h2o", "h2o", "infinigen"};
+    const double ratio[] = {0, 0.1, 0.2, 0};
+    int point = 0;
+    for (int b = 0; b < 2; b++)
+        for (int s = 0; s < 3; s++)
+            for (int k = 0; k < 4; k++) {
+                char key[32];
+                snprintf(key, sizeof key, "syn%02d", point);
+                int batch = 4 << b, prompt = 256 << s;
+                double speed = k == 0 ? 1 : k == 3 ? 1.3 + 0.1 * b : 1.5 + 0.1 * k;
+                json_object *rec = make_record(point, key, "ok", pols[k], batch, prompt,
+                                               speed * 1000.0 * batch / (prompt + 32));
+                json_object *cfg = json_object_object_get(rec, "config");
+                if (k == 1 || k == 2) {
+                    json_object *params = json_object_new_object();
+                    json_object_object_add(params, "heavy_ratio", json_object_new_double(ratio[k]));
+                    json_object_object_add(json_object_object_get(cfg, "policy"), "params", params);
+                }
+                json_object *m = json_object_object_get(rec, "metrics");
+                double kv = k == 0 ? 1.0 : k == 3 ? 0.25 : 2 * ratio[k];
+                json_object_object_add(m, "kv_read_fraction", json_object_new_double(kv));
+                json_object_object_add(m, "ppl", json_object_new_double(20 + (1 - kv) * 3 + s));
+                json_object *bd = json_object_new_object();
+                const char *parts[] = {"attention", "ffn", "transfer", "prediction", "other"};
+                for (int q = 0; q < 5; q++)
+                    json_object_object_add(
+                        bd, parts[q],
+                        json_object_new_double(0.1 * (q + 1) * (k == 0 && q == 2 ? 5 : 1)));
+                json_object_object_add(m, "breakdown_s", bd);
+                append_ok(r, rec);
+                point++;
+            }
+    /* a failed point is not plotted */
+    append_ok(r, make_record(point, "failed", "error", "full", 4, 999, 1e9));
+    ig_results_free(r);
+}
+
+static void check_image(const char *dir, const char *name) {
+    char path[4300];
+    static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    snprintf(path, sizeof path, "%s/plots/%s.png", dir, name);
+    size_t len = 0;
+    char *png = slurp(path, &len);
+    CU_ASSERT(png && len > 1000 && !memcmp(png, png_sig, 8));
+    if (!png) fprintf(stderr, "missing %s\n", path);
+    free(png);
+    snprintf(path, sizeof path, "%s/plots/%s.svg", dir, name);
+    char *svg = slurp(path, &len);
+    CU_ASSERT(svg && len > 1000 && strstr(svg, "<svg") && strstr(svg, "</svg>"));
+    if (!svg) fprintf(stderr, "missing %s\n", path);
+    free(svg);
+    snprintf(path, sizeof path, "%s/plots/%s.gp", dir, name);
+    struct stat st;
+    CU_ASSERT(stat(path, &st) == 0 && st.st_size > 0);
+}
+
+static void test_plots(void) {
+    if (!have_gnuplot()) {
+        ig_test_skip("gnuplot is not installed (tools/setup.sh installs gnuplot-nox)");
+        return;
+    }
+    const char *dir = fresh_dir("plots");
+    write_synthetic(dir);
+    char *log = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&log, &len);
+    int n = -1;
+    ig_error err = {0};
+    ig_status rc = ig_plot_results_ex(dir, f, &n, &err);
+    fclose(f);
+    if (rc != IG_OK) fprintf(stderr, "plot: %s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, IG_OK);
+    CU_ASSERT_EQUAL(n, 6); /* throughput (all + 2 per batch), speedup, ppl, breakdown */
+    const char *names[] = {"throughput_vs_seqlen",    "throughput_vs_seqlen_b4",
+                           "throughput_vs_seqlen_b8", "speedup_vs_batch",
+                           "ppl_vs_budget",           "latency_breakdown"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_image(dir, names[i]);
+    CU_ASSERT_PTR_NULL(strstr(log, "skipped"));
+    free(log);
+    /* the data gnuplot read: h2o's two variants are told apart, the failed point is absent, the
+     * speedup of infinigen at batch 8 is 1.4 */
+    char path[4300];
+    snprintf(path, sizeof path, "%s/plots/throughput_vs_seqlen_b4.dat", dir);
+    char *dat = slurp(path, NULL);
+    CU_ASSERT(dat && strstr(dat, "# h2o heavy_ratio=0.1\n") &&
+              strstr(dat, "# h2o heavy_ratio=0.2"));
+    CU_ASSERT(dat && strstr(dat, "# infinigen\n") && !strstr(dat, "1287"));
+    free(dat);
+    snprintf(path, sizeof path, "%s/plots/speedup_vs_batch.dat", dir);
+    dat = slurp(path, NULL);
+    CU_ASSERT(dat && strstr(dat, "# infinigen\n4\t1.3\n8\t1.4\n"));
+    free(dat);
+    snprintf(path, sizeof path, "%s/plots/latency_breakdown.dat", dir);
+    dat = slurp(path, NULL);
+    CU_ASSERT(dat && strstr(dat, "full\t0.1\t0.2\t1.5\t0.4\t0.5\n"));
+    CU_ASSERT(dat && count_lines(dat) == 5); /* header + 4 variants */
+    free(dat);
+
+    /* the command redraws them */
+    ig_test_run *run = malloc(sizeof *run);
+    char args[4400];
+    snprintf(args, sizeof args, "plot '%s'", dir);
+    ig_test_igen(run, NULL, args);
+    CU_ASSERT_EQUAL(run->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(run->out, "6 plots in"));
+    free(run);
+}
+
+static void test_plot_skips(void) {
+    if (!have_gnuplot()) {
+        ig_test_skip("gnuplot is not installed (tools/setup.sh installs gnuplot-nox)");
+        return;
+    }
+    const char *dir = fresh_dir("plots_skip");
+    ig_results *r = NULL;
+    ig_error err = {0};
+    int n = -1;
+    CU_ASSERT_EQUAL_FATAL(ig_results_open(dir, &r, &err), IG_OK);
+    append_ok(r, make_record(0, "a", "ok", "full", 4, 512, 10));
+    append_ok(r, make_record(1, "b", "ok", "h2o", 4, 512, 12));
+    ig_results_free(r);
+    /* one sequence length, one batch, no ppl, no breakdown: everything skipped, with reasons */
+    char *log = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&log, &len);
+    CU_ASSERT_EQUAL(ig_plot_results_ex(dir, f, &n, &err), IG_OK);
+    fclose(f);
+    CU_ASSERT_EQUAL(n, 0);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(log, "skipped throughput_vs_seqlen: needs throughput at 2 or more sequence"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "skipped speedup_vs_batch: needs 2 or more batch sizes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "skipped ppl_vs_budget: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "skipped latency_breakdown: "));
+    free(log);
+}
+
+void ig_test_register(void) {
+    CU_pSuite p = CU_add_suite("plot", NULL, NULL);
+    CU_add_test(p, "plots", test_plots);
+    CU_add_test(p, "skips", test_plot_skips);
+}
