@@ -166,6 +166,11 @@ int ig_cli_offload_opt(ig_cli_offload *o, int opt, const char *arg);
  * and returns -1 on failure (nothing left allocated); 0 also when no --percent was given. */
 int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, int n_seqs,
                          int prompt_len, int gen_len, const ig_cli_policy *pol, ig_engine_opts *eo);
+/* The same, returning the error instead of printing it (errors of --percent/--numa parsing are
+ * printed by the parser and leave err->msg empty). */
+ig_status ig_cli_offload_setup_err(const char *cmd, ig_cli_offload *o, const ig_model *m,
+                                   int n_seqs, int prompt_len, int gen_len,
+                                   const ig_cli_policy *pol, ig_engine_opts *eo, ig_error *err);
 void ig_cli_offload_free(ig_cli_offload *o);
 /* Adds "offload", "placement_percent", "link_model", "weight_*" fields to a JSON object. */
 void ig_cli_offload_json(const ig_cli_offload *o, json_object *j);
@@ -194,6 +199,7 @@ int ig_cmd_calibrate(int argc, char **argv);
 int ig_cmd_topo(int argc, char **argv);
 int ig_cmd_plan(int argc, char **argv);
 int ig_cmd_profile_hw(int argc, char **argv);
+int ig_cmd_run(int argc, char **argv);
 int ig_cmd_plot(int argc, char **argv);
 
 #endif

@@ -118,30 +118,40 @@ static ig_plan_dtype plan_dtype_of(ig_dtype t) {
 int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, int n_seqs,
                          int prompt_len, int gen_len, const ig_cli_policy *pol,
                          ig_engine_opts *eo) {
-    if (o->gpu_batch > 0 && n_seqs % o->gpu_batch != 0) {
-        fprintf(stderr,
-                "igen %s: --gpu-batch %d does not divide the %d sequences into equal GPU "
-                "batches\n",
-                cmd, o->gpu_batch, n_seqs);
-        return -1;
-    }
+    ig_error err;
+    ig_error_clear(&err);
+    if (ig_cli_offload_setup_err(cmd, o, m, n_seqs, prompt_len, gen_len, pol, eo, &err) == IG_OK)
+        return 0;
+    if (err.msg[0]) ig_cli_error(cmd, &err); /* else the option parser has printed it */
+    return -1;
+}
+
+ig_status ig_cli_offload_setup_err(const char *cmd, ig_cli_offload *o, const ig_model *m,
+                                   int n_seqs, int prompt_len, int gen_len,
+                                   const ig_cli_policy *pol, ig_engine_opts *eo, ig_error *errp) {
+    if (o->gpu_batch > 0 && n_seqs % o->gpu_batch != 0)
+        return ig_error_set(errp, IG_ERR_INVALID_ARG,
+                            "--gpu-batch %d does not divide the %d sequences into equal GPU "
+                            "batches",
+                            o->gpu_batch, n_seqs);
     eo->gpu_batch_seqs = o->gpu_batch;
     if (!o->percent) {
-        if (o->numa || o->disk_dir || o->link_spec || o->no_overlap || o->device_gib > 0) {
-            fprintf(stderr,
-                    "igen %s: --numa, --disk-dir, --link, --no-overlap and --device-mem "
-                    "need --percent (the placement)\n",
-                    cmd);
-            return -1;
-        }
-        return 0;
+        if (o->numa || o->disk_dir || o->link_spec || o->no_overlap || o->device_gib > 0)
+            return ig_error_set(errp, IG_ERR_INVALID_ARG,
+                                "--numa, --disk-dir, --link, --no-overlap and --device-mem "
+                                "need --percent (the placement)");
+        return IG_OK;
     }
     ig_error err;
     ig_error_clear(&err);
     ig_plan_opts po;
     ig_plan_opts_init(&po);
-    if (ig_cli_parse_percent(cmd, o->percent, &po.pct) != 0) return -1;
-    if (o->numa && ig_cli_parse_numa(cmd, o->numa, &po) != 0) return -1;
+    if (ig_cli_parse_percent(cmd, o->percent, &po.pct) != 0 ||
+        (o->numa && ig_cli_parse_numa(cmd, o->numa, &po) != 0)) {
+        ig_error_clear(errp); /* printed by the parser */
+        errp->code = IG_ERR_INVALID_ARG;
+        return IG_ERR_INVALID_ARG;
+    }
     if (ig_link_parse(o->link_spec, &o->link, &err) != IG_OK) goto fail;
     const ig_model_config *c = ig_model_get_config(m);
     po.model = *c;
@@ -228,11 +238,11 @@ int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, 
             break;
         }
     o->active = 1;
-    return 0;
+    return IG_OK;
 fail:
-    ig_cli_error(cmd, &err);
+    if (errp) *errp = err;
     ig_cli_offload_free(o);
-    return -1;
+    return err.code ? err.code : IG_ERR_INTERNAL;
 }
 
 void ig_cli_offload_free(ig_cli_offload *o) {

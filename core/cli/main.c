@@ -9,6 +9,7 @@ static const struct {
     int (*fn)(int, char **);
     const char *what;
 } commands[] = {
+    {"run", ig_cmd_run, "run an experiment (YAML): sweep points, results, plots"},
     {"generate", ig_cmd_generate, "generate text from a prompt (greedy or sampled)"},
     {"ppl", ig_cmd_ppl, "perplexity of a model on a text file"},
     {"info", ig_cmd_info, "print a model's configuration and memory use"},

@@ -1,0 +1,432 @@
+/* One point of an experiment (igen run): measured on this machine with the engine, or modeled with
+ * the planner and the cost model. Fills the record's "metrics" object; see docs/config.md for the
+ * metric names and what each one measures. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cli/cli.h"
+#include "core/cli/run.h"
+#include "core/engine/ppl.h"
+#include "core/log.h"
+#include "core/mapfile.h"
+#include "core/tokenizer/tokenizer.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "offload/cost.h"
+#include "offload/hwprof.h"
+#include "offload/modelshape.h"
+#include "offload/wstream.h"
+
+/* The model and the tokens of the text last used, kept across points. */
+static struct {
+    ig_model *model;
+    char path[4096];
+    ig_dtype dtype;
+    int32_t *ids;
+    size_t n_ids;
+    char text[4096];
+} g_cache;
+
+void ig_run_cache_free(void) {
+    ig_model_free(g_cache.model);
+    free(g_cache.ids);
+    memset(&g_cache, 0, sizeof g_cache);
+}
+
+static ig_model *model_get(const ig_exp_point *pt, ig_error *err) {
+    ig_dtype dt = !strcmp(pt->dtype, "f16")    ? IG_DTYPE_F16
+                  : !strcmp(pt->dtype, "bf16") ? IG_DTYPE_BF16
+                                               : IG_DTYPE_F32;
+    if (g_cache.model && !strcmp(g_cache.path, pt->model_path) && g_cache.dtype == dt)
+        return g_cache.model;
+    ig_run_cache_free();
+    ig_cli_common com;
+    ig_cli_common_init(&com);
+    com.model_path = strcmp(pt->model_path, "default") ? pt->model_path : NULL;
+    com.dtype = dt;
+    com.quiet = 1;
+    ig_model *m = ig_cli_load_model(&com); /* prints its error */
+    if (!m) {
+        ig_error_set(err, IG_ERR_IO, "cannot load the model %s (see the message above)",
+                     pt->model_path);
+        return NULL;
+    }
+    g_cache.model = m;
+    snprintf(g_cache.path, sizeof g_cache.path, "%s", pt->model_path);
+    g_cache.dtype = dt;
+    return m;
+}
+
+/* Tokens of the point's text (or of WikiText-2's test split when none is given and it exists);
+ * NULL with n = 0 when there is no text (random prompts). */
+static const int32_t *text_ids(const ig_exp_point *pt, ig_model *m, size_t *n, ig_error *err) {
+    char def[4096];
+    const char *path = pt->text_path;
+    if (!path) {
+        snprintf(def, sizeof def, "%s/../shared/data/wikitext-2-raw/wiki.test.raw", IG_SOURCE_DIR);
+        if (!ig_path_exists(def)) {
+            *n = 0;
+            return NULL;
+        }
+        path = def;
+    }
+    if (g_cache.ids && !strcmp(g_cache.text, path)) {
+        *n = g_cache.n_ids;
+        return g_cache.ids;
+    }
+    free(g_cache.ids);
+    g_cache.ids = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    if (ig_read_file(path, &text, &len, err) != IG_OK) return NULL;
+    ig_status st =
+        ig_tokenizer_encode(ig_model_tokenizer(m), text, len, 0, &g_cache.ids, &g_cache.n_ids, err);
+    free(text);
+    if (st != IG_OK) return NULL;
+    snprintf(g_cache.text, sizeof g_cache.text, "%s", path);
+    *n = g_cache.n_ids;
+    return g_cache.ids;
+}
+
+static void put_d(json_object *o, const char *k, double v) {
+    json_object_object_add(o, k, json_object_new_double(v));
+}
+
+static int policy_setup(const ig_exp_point *pt, ig_cli_policy *pol, ig_error *err) {
+    ig_cli_policy_init(pol);
+    pol->name = pt->policy;
+    for (int i = 0; i < pt->n_settings && i < IG_CLI_POLICY_MAX_SETS; i++)
+        pol->sets[pol->n_sets++] = pt->settings[i];
+    pol->recall = pt->metric_recall;
+    if (ig_cli_policy_resolve("run", pol) != 0) {
+        ig_error_set(err, IG_ERR_INVALID_ARG, "policy %s: bad parameters (see the message above)",
+                     pt->policy);
+        return -1;
+    }
+    return 0;
+}
+
+/* The point's placement as the CLI's offloading options. */
+static void offload_setup(const ig_exp_point *pt, ig_cli_offload *off, char *pct, size_t np,
+                          char *link, size_t nl) {
+    ig_cli_offload_init(off);
+    snprintf(pct, np, "%.17g,%.17g,%.17g,%.17g,%.17g,%.17g", pt->weights.gpu, pt->weights.cpu,
+             pt->kv.gpu, pt->kv.cpu, pt->activations.gpu, pt->activations.cpu);
+    off->percent = pct;
+    off->numa = pt->numa;
+    off->disk_dir = pt->disk_dir;
+    off->no_overlap = !pt->overlap;
+    off->gpu_batch = pt->gpu_batch_size;
+    if (pt->link) {
+        snprintf(link, nl, "h2d=%.17g,d2h=%.17g,lat=%.17g", pt->link_h2d_gbps, pt->link_d2h_gbps,
+                 pt->link_latency_us);
+        off->link_spec = link;
+    }
+}
+
+/* Throughput, traffic and recall: batch prompts of prompt_len tokens prefilled one sequence per
+ * call, then gen_len greedy decode steps of the whole batch (igen bench-decode's procedure). */
+static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object *mx, int *link_on,
+                                ig_error *err) {
+    const ig_model_config *cfg = ig_model_get_config(m);
+    int B = pt->batch, P = pt->prompt_len, G = pt->gen_len;
+    if (P + G > cfg->max_pos)
+        return ig_error_set(err, IG_ERR_CAPACITY,
+                            "prompt_len %d + gen_len %d exceed the model's context of %d", P, G,
+                            cfg->max_pos);
+    size_t n_ids = 0, need = (size_t)B * (size_t)P;
+    const int32_t *ids = text_ids(pt, m, &n_ids, err);
+    if (!ids && err->code) return err->code;
+    ig_cli_policy pol;
+    if (policy_setup(pt, &pol, err) != 0) return err->code;
+    ig_cli_offload off;
+    char pct[256], link[256];
+    offload_setup(pt, &off, pct, sizeof pct, link, sizeof link);
+    int32_t *prompt = malloc(need * sizeof(int32_t));
+    int32_t *next = malloc((size_t)B * sizeof(int32_t));
+    ig_seq_tokens *seqs = malloc((size_t)B * sizeof *seqs);
+    float *logits = malloc((size_t)B * (size_t)cfg->vocab * sizeof(float));
+    ig_engine *e = NULL;
+    ig_status st = IG_OK;
+    if (!prompt || !next || !seqs || !logits) {
+        st = ig_error_set(err, IG_ERR_NOMEM, "out of memory for %d prompts", B);
+        goto out;
+    }
+    if (ids && n_ids >= need) {
+        memcpy(prompt, ids, need * sizeof(int32_t));
+    } else {
+        if (ids)
+            IG_WARN("the text has %zu tokens, fewer than %d x %d: random prompts", n_ids, B, P);
+        ig_rng rng;
+        ig_rng_seed(&rng, 42);
+        for (size_t i = 0; i < need; i++)
+            prompt[i] = (int32_t)(ig_rng_next(&rng) % (uint64_t)cfg->vocab);
+    }
+    json_object_object_add(mx, "prompt_source",
+                           json_object_new_string(ids && n_ids >= need ? "text" : "random"));
+    ig_engine_opts eo = {
+        .max_seqs = B, .max_ctx = P + G, .max_batch_tokens = P > B ? P : B, .threads = pt->threads};
+    ig_cli_policy_apply(&pol, &eo);
+    st = ig_cli_offload_setup_err("run", &off, m, B, P, G, &pol, &eo, err);
+    if (st != IG_OK) {
+        if (!err->msg[0]) ig_error_set(err, st, "bad placement (see the message above)");
+        goto out;
+    }
+    *link_on = off.active && off.link.on;
+    st = ig_engine_create(m, &eo, &e, err);
+    if (st != IG_OK) goto out;
+    { /* warm-up (threads, first touch of the buffers), not timed */
+        ig_seq_tokens q = {0, prompt, P < 16 ? P : 16};
+        st = ig_engine_forward(e, &q, 1, err);
+        if (st != IG_OK) goto out;
+        ig_engine_seq_reset(e, 0);
+    }
+    ig_engine_reset_stats(e);
+    double t0 = ig_time_s();
+    for (int s = 0; s < B; s++) {
+        ig_seq_tokens q = {s, prompt + (size_t)s * (size_t)P, P};
+        st = ig_engine_forward(e, &q, 1, err);
+        if (st != IG_OK) goto out;
+        ig_engine_logits(e, P - 1, 1, logits);
+        next[s] = ig_sample_argmax(logits, cfg->vocab);
+    }
+    double prefill_s = ig_time_s() - t0;
+    ig_engine_reset_stats(e);
+    if (off.ws) ig_wstream_reset_stats(off.ws);
+    double t1 = ig_time_s();
+    for (int step = 0; step < G; step++) {
+        for (int s = 0; s < B; s++) seqs[s] = (ig_seq_tokens){s, &next[s], 1};
+        st = ig_engine_forward(e, seqs, B, err);
+        if (st != IG_OK) goto out;
+        ig_engine_logits(e, 0, B, logits);
+        for (int s = 0; s < B; s++)
+            next[s] = ig_sample_argmax(logits + (size_t)s * (size_t)cfg->vocab, cfg->vocab);
+    }
+    double decode_s = ig_time_s() - t1;
+    ig_engine_stats es = ig_engine_get_stats(e);
+    ig_kv_stats kv = ig_engine_get_kv_stats(e);
+    ig_wstream_stats ws;
+    memset(&ws, 0, sizeof ws);
+    if (off.ws) ws = ig_wstream_get_stats(off.ws);
+    double tokens = (double)B * (double)G;
+    if (pt->metric_throughput) {
+        put_d(mx, "throughput_tok_s", tokens / (prefill_s + decode_s));
+        put_d(mx, "decode_throughput_tok_s", tokens / decode_s);
+        put_d(mx, "prefill_s", prefill_s);
+        put_d(mx, "decode_s", decode_s);
+        /* the decode phase split as the paper's latency breakdown: every matmul (projections,
+         * FFN, lm_head) is "ffn"; "transfer" is time compute waited for a transfer */
+        double transfer = kv.transfer_wait_s + ws.wait_s + es.act_transfer_s;
+        double prediction = kv.select_s;
+        double attention = kv.attention_s + kv.store_s;
+        double ffn = es.linear_s + es.logits_s;
+        double other = decode_s - transfer - prediction - attention - ffn;
+        json_object *bd = json_object_new_object();
+        put_d(bd, "attention", attention);
+        put_d(bd, "ffn", ffn);
+        put_d(bd, "transfer", transfer);
+        put_d(bd, "prediction", prediction);
+        put_d(bd, "other", other > 0 ? other : 0);
+        json_object_object_add(mx, "breakdown_s", bd);
+    }
+    if (kv.context_rows > 0) put_d(mx, "kv_read_fraction", kv.selected_rows / kv.context_rows);
+    if (pt->metric_recall && kv.recall_n > 0)
+        put_d(mx, "recall", kv.recall_sum / (double)kv.recall_n);
+    if (pt->metric_bytes) { /* the decode phase's traffic */
+        put_d(mx, "h2d_bytes", kv.h2d_bytes + ws.h2d_bytes + es.act_h2d_bytes);
+        put_d(mx, "d2h_bytes", kv.d2h_bytes + es.act_d2h_bytes);
+        put_d(mx, "disk_read_bytes",
+              kv.disk_read_bytes + ws.disk_read_bytes + es.act_disk_read_bytes);
+        put_d(mx, "disk_write_bytes", kv.disk_write_bytes + es.act_disk_write_bytes);
+        put_d(mx, "kv_h2d_bytes", kv.h2d_bytes);
+        put_d(mx, "weight_h2d_bytes", ws.h2d_bytes);
+        put_d(mx, "act_h2d_bytes", es.act_h2d_bytes);
+    }
+out:
+    ig_engine_free(e);
+    ig_cli_offload_free(&off);
+    ig_cli_policy_free(&pol);
+    free(prompt);
+    free(next);
+    free(seqs);
+    free(logits);
+    return st;
+}
+
+/* Perplexity depends on the model, text, policy and ppl settings only, not on the prompt length,
+ * batch or placement of the throughput run: a point whose inputs match an earlier one of this
+ * process reuses its numbers. */
+#define PPL_MEMO 64
+static struct {
+    char key[2048];
+    double ppl, read_fraction;
+    int64_t tokens;
+    int windows;
+} g_memo[PPL_MEMO];
+static int g_n_memo;
+
+static void ppl_key(const ig_exp_point *pt, char *k, size_t n) {
+    int len =
+        snprintf(k, n, "%s|%s|%s|%d|%d|%d|%d|%s", pt->model_path, pt->dtype,
+                 pt->text_path ? pt->text_path : "", pt->ppl_ctx, pt->ppl_windows, pt->ppl_prefill,
+                 pt->batch < pt->ppl_windows ? pt->batch : pt->ppl_windows, pt->policy);
+    for (int i = 0; i < pt->n_settings && len > 0 && (size_t)len < n; i++)
+        len += snprintf(k + len, n - (size_t)len, "|%s", pt->settings[i]);
+}
+
+static void put_ppl(json_object *mx, double ppl, int64_t tokens, int windows, double rf, int memo) {
+    put_d(mx, "ppl", ppl);
+    json_object_object_add(mx, "ppl_tokens", json_object_new_int64(tokens));
+    json_object_object_add(mx, "ppl_windows", json_object_new_int(windows));
+    json_object_object_add(mx, "ppl_reused", json_object_new_boolean(memo));
+    if (rf >= 0 && !json_object_object_get_ex(mx, "kv_read_fraction", NULL))
+        put_d(mx, "kv_read_fraction", rf);
+}
+
+/* Perplexity with the policy active: windows of ppl.ctx tokens, the first ppl.prefill tokens a
+ * prompt and the rest decoded one by one (placement does not change it: tests/test_cli.c). */
+static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *mx, ig_error *err) {
+    char key[2048];
+    ppl_key(pt, key, sizeof key);
+    for (int i = 0; i < g_n_memo; i++)
+        if (!strcmp(g_memo[i].key, key)) {
+            put_ppl(mx, g_memo[i].ppl, g_memo[i].tokens, g_memo[i].windows, g_memo[i].read_fraction,
+                    1);
+            return IG_OK;
+        }
+    size_t n_ids = 0;
+    const int32_t *ids = text_ids(pt, m, &n_ids, err);
+    if (!ids)
+        return err->code ? err->code
+                         : ig_error_set(err, IG_ERR_INVALID_ARG, "ppl needs workload.text");
+    ig_cli_policy pol;
+    if (policy_setup(pt, &pol, err) != 0) return err->code;
+    int batch = pt->batch < pt->ppl_windows ? pt->batch : pt->ppl_windows;
+    ig_engine_opts eo = {.max_seqs = batch,
+                         .max_ctx = pt->ppl_ctx,
+                         .max_batch_tokens = pt->ppl_ctx * (pt->ppl_prefill > 0 ? 1 : batch),
+                         .threads = pt->threads};
+    if (pt->ppl_prefill > 0 && eo.max_batch_tokens < batch) eo.max_batch_tokens = batch;
+    ig_cli_policy_apply(&pol, &eo);
+    eo.recall = 0;
+    ig_engine *e = NULL;
+    ig_status st = ig_engine_create(m, &eo, &e, err);
+    if (st == IG_OK) {
+        ig_ppl_opts po = {pt->ppl_ctx, batch, pt->ppl_windows, pt->ppl_prefill};
+        ig_ppl_result res;
+        memset(&res, 0, sizeof res);
+        st = ig_ppl_run(e, ids, (int64_t)n_ids, &po, NULL, NULL, &res, err);
+        if (st == IG_OK) {
+            ig_kv_stats kv = ig_engine_get_kv_stats(e);
+            double rf = kv.context_rows > 0 ? kv.selected_rows / kv.context_rows : -1;
+            put_ppl(mx, res.ppl, res.tokens, res.windows, rf, 0);
+            if (g_n_memo < PPL_MEMO) {
+                snprintf(g_memo[g_n_memo].key, sizeof g_memo[g_n_memo].key, "%s", key);
+                g_memo[g_n_memo].ppl = res.ppl;
+                g_memo[g_n_memo].tokens = res.tokens;
+                g_memo[g_n_memo].windows = res.windows;
+                g_memo[g_n_memo].read_fraction = rf;
+                g_n_memo++;
+            }
+        }
+        ig_ppl_result_free(&res);
+    }
+    ig_engine_free(e);
+    ig_cli_policy_free(&pol);
+    return st;
+}
+
+/* The cost model's fractions for a policy, from its parameters (docs/config.md). */
+static ig_status modeled_policy(const ig_exp_point *pt, ig_plan_opts *o, ig_error *err) {
+    const ig_policy_ops *ops = ig_policy_find(pt->policy);
+    ig_policy_params *p = NULL;
+    if (!ops) return ig_error_set(err, IG_ERR_INVALID_ARG, "unknown policy %s", pt->policy);
+    IG_TRY(ig_policy_params_parse(ops, pt->settings, pt->n_settings, &p, err));
+    const char *n = pt->policy;
+    if (!strcmp(n, "int4")) {
+        o->kv_dtype = IG_PLAN_INT4;
+    } else if (!strcmp(n, "h2o")) {
+        o->kv_keep_fraction = o->fetch_fraction =
+            ig_params_num(p, "heavy_ratio") + ig_params_num(p, "recent_ratio");
+    } else if (!strcmp(n, "streaming")) {
+        o->kv_keep_fraction = o->fetch_fraction = ig_params_num(p, "window_ratio");
+    } else if (!strcmp(n, "quest")) {
+        o->fetch_fraction = ig_params_num(p, "budget_ratio");
+    } else if (!strcmp(n, "infinigen")) {
+        o->fetch_fraction = ig_params_num(p, "max_fetch");
+        o->partial_ratio = ig_params_num(p, "partial_ratio");
+        o->kv_keep_fraction = ig_params_num(p, "pool_capacity");
+    }
+    if (o->fetch_fraction <= 0) o->fetch_fraction = 1e-3;
+    if (o->kv_keep_fraction <= 0) o->kv_keep_fraction = 1e-3;
+    if (o->fetch_fraction > o->kv_keep_fraction) o->fetch_fraction = o->kv_keep_fraction;
+    ig_policy_params_free(p);
+    return IG_OK;
+}
+
+static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err) {
+    ig_model_shape shape;
+    IG_TRY(ig_model_shape_load(pt->shape_path, &shape, err));
+    ig_hwprof *hw = malloc(sizeof *hw);
+    if (!hw) return ig_error_set(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = ig_hwprof_load(pt->hardware_path, hw, err);
+    ig_plan *plan = NULL;
+    if (st != IG_OK) goto out;
+    ig_machine mach;
+    ig_hwprof_to_machine(hw, &mach);
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = shape.config;
+    o.weight_dtype = shape.weight_dtype;
+    int gbs = pt->gpu_batch_size > 0 ? pt->gpu_batch_size : pt->batch;
+    if (pt->batch % gbs) {
+        st = ig_error_set(err, IG_ERR_INVALID_ARG,
+                          "placement.gpu_batch_size %d does not divide workload.batch %d", gbs,
+                          pt->batch);
+        goto out;
+    }
+    o.wl = (ig_workload){pt->prompt_len, pt->gen_len, gbs, pt->batch / gbs};
+    o.pct = (ig_plan_percent){pt->weights.gpu, pt->weights.cpu,     pt->kv.gpu,
+                              pt->kv.cpu,      pt->activations.gpu, pt->activations.cpu};
+    o.overlap = pt->overlap;
+    if (ig_cli_parse_numa("run", pt->numa, &o) != 0) {
+        st = ig_error_set(err, IG_ERR_INVALID_ARG, "placement.numa: '%s'", pt->numa);
+        goto out;
+    }
+    st = modeled_policy(pt, &o, err);
+    if (st == IG_OK) st = ig_plan_create(&o, &mach, &plan, err);
+    ig_cost_hw rates;
+    ig_cost_hw_from_profile(hw, &rates);
+    ig_cost_result c;
+    if (st == IG_OK) st = ig_cost_estimate(plan, &rates, &c, err);
+    if (st != IG_OK) goto out;
+    put_d(mx, "throughput_tok_s", c.throughput);
+    put_d(mx, "decode_throughput_tok_s", c.decode_throughput);
+    put_d(mx, "prefill_s", c.prefill_s);
+    put_d(mx, "decode_s", c.decode_s);
+    put_d(mx, "decode_step_s", c.decode_step_s);
+    put_d(mx, "kv_read_fraction", o.fetch_fraction);
+    if (pt->metric_bytes) { /* per decode step, all layers */
+        double L = shape.config.n_layer;
+        put_d(mx, "h2d_bytes_per_step", L * c.decode_traffic.h2d_bytes);
+        put_d(mx, "d2h_bytes_per_step", L * c.decode_traffic.d2h_bytes);
+        put_d(mx, "disk_read_bytes_per_step", L * c.decode_traffic.disk_read_bytes);
+    }
+out:
+    ig_plan_free(plan);
+    free(hw);
+    return st;
+}
+
+ig_status ig_run_point(const ig_exp_point *pt, json_object *metrics, int *link_on, ig_error *err) {
+    ig_error_clear(err);
+    *link_on = 0;
+    if (pt->mode == IG_EXP_MODELED) return modeled(pt, metrics, err);
+    ig_model *m = model_get(pt, err);
+    if (!m) return err->code;
+    ig_status st = IG_OK;
+    if (pt->metric_throughput || pt->metric_bytes || pt->metric_recall)
+        st = measure_decode(pt, m, metrics, link_on, err);
+    if (st == IG_OK && pt->metric_ppl) st = measure_ppl(pt, m, metrics, err);
+    return st;
+}

@@ -1,0 +1,359 @@
+/* igen run end to end on the tiny fixture model: a measured sweep writes one record per point with
+ * real metrics, a rerun resumes without duplicates, a run killed mid-sweep loses nothing when
+ * rerun, modeled points come from the cost model, --dry-run / --point / --part / --merge / --slurm
+ * do what they say, and a bad experiment is one line naming file:line:col with exit 2. */
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/test_util.h"
+
+static char g_dir[4096], g_text[4200];
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* An experiment over the tiny Llama fixture (unless body has a model key), body appended. */
+static const char *write_exp(const char *name, const char *out, const char *body) {
+    static char path[4300];
+    snprintf(path, sizeof path, "%s/%s.yaml", g_dir, name);
+    char text[8192];
+    char model[4200] = ""; /* the tiny model unless the body names one */
+    if (!strstr(body, "model:"))
+        snprintf(model, sizeof model, "model: %s\n", ig_test_fixture("tiny_llama"));
+    snprintf(text, sizeof text,
+             "name: %s\n"
+             "%s"
+             "output: %s/%s\n"
+             "%s",
+             name, model, g_dir, out, body);
+    write_file(path, text);
+    return path;
+}
+
+typedef struct recs {
+    int n, n_ok;
+    json_object *r[64];
+} recs;
+
+static void load_recs(const char *out, recs *rs) {
+    memset(rs, 0, sizeof *rs);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s/results.jsonl", g_dir, out);
+    char *s = slurp(path);
+    if (!s) return;
+    for (char *line = strtok(s, "\n"); line && rs->n < 64; line = strtok(NULL, "\n")) {
+        json_object *o = json_tokener_parse(line);
+        CU_ASSERT_PTR_NOT_NULL(o);
+        if (!o) continue;
+        json_object *st;
+        if (json_object_object_get_ex(o, "status", &st) &&
+            !strcmp(json_object_get_string(st), "ok"))
+            rs->n_ok++;
+        rs->r[rs->n++] = o;
+    }
+    free(s);
+}
+
+static void free_recs(recs *rs) {
+    for (int i = 0; i < rs->n; i++) json_object_put(rs->r[i]);
+}
+
+static double metric(json_object *r, const char *k) {
+    json_object *m, *v;
+    if (!json_object_object_get_ex(r, "metrics", &m) || !json_object_object_get_ex(m, k, &v))
+        return -1;
+    return json_object_get_double(v);
+}
+
+static int suite_init(void) {
+    snprintf(g_dir, sizeof g_dir, "%s/run", ig_test_tmpdir());
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_dir, g_dir);
+    if (system(cmd) != 0) return 1;
+    snprintf(g_text, sizeof g_text, "%s/text.txt", g_dir);
+    FILE *f = fopen(g_text, "w");
+    if (!f) return 1;
+    for (int i = 0; i < 200; i++)
+        fprintf(f, "the quick brown fox jumps over the lazy dog number %d and runs away. ", i);
+    fclose(f);
+    return 0;
+}
+
+static const char *SWEEP = "workload:\n"
+                           "  batch: 2\n"
+                           "  prompt_len: [8, 16]\n"
+                           "  gen_len: 4\n"
+                           "  text: %s\n"
+                           "  ppl: {ctx: 32, windows: 2, prefill: 8}\n"
+                           "placement:\n"
+                           "  kv: {gpu: 0, cpu: 100}\n"
+                           "policies: [full, {name: h2o, params: {heavy_ratio: 0.2}}]\n"
+                           "metrics: [throughput, ppl, bytes, recall]\n";
+
+static void test_measured_sweep(void) {
+    char body[8192];
+    snprintf(body, sizeof body, SWEEP, g_text);
+    const char *exp = write_exp("sweep", "sweep", body);
+    ig_test_run *r = malloc(sizeof *r);
+    char args[8192];
+    snprintf(args, sizeof args, "run '%s' --dry-run", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "4 points"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "3  workload.prompt_len=16 policy=h2o"));
+
+    snprintf(args, sizeof args, "run '%s' --quiet", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    recs rs;
+    load_recs("sweep", &rs);
+    CU_ASSERT_EQUAL(rs.n, 4);
+    CU_ASSERT_EQUAL(rs.n_ok, 4);
+    double ppl_full = -1, ppl_h2o = -1;
+    for (int i = 0; i < rs.n; i++) {
+        json_object *r0 = rs.r[i], *v;
+        CU_ASSERT(metric(r0, "throughput_tok_s") > 0);
+        CU_ASSERT(metric(r0, "decode_throughput_tok_s") >= metric(r0, "throughput_tok_s"));
+        CU_ASSERT(metric(r0, "h2d_bytes") > 0); /* KV homed in host memory */
+        CU_ASSERT(metric(r0, "ppl") > 1);
+        CU_ASSERT(metric(r0, "recall") > 0 && metric(r0, "recall") <= 1);
+        CU_ASSERT(json_object_object_get_ex(r0, "config", &v));
+        CU_ASSERT(json_object_object_get_ex(r0, "git_commit", &v));
+        CU_ASSERT(json_object_object_get_ex(r0, "machine", &v));
+        CU_ASSERT(json_object_object_get_ex(r0, "mode", &v) &&
+                  !strcmp(json_object_get_string(v), "measured"));
+        json_object_object_get_ex(r0, "label", &v);
+        const char *label = json_object_get_string(v);
+        double kvf = metric(r0, "kv_read_fraction");
+        if (strstr(label, "policy=full")) {
+            CU_ASSERT(kvf == 1.0);
+            CU_ASSERT(metric(r0, "recall") == 1.0);
+            ppl_full = metric(r0, "ppl");
+        } else {
+            CU_ASSERT(kvf > 0 && kvf < 1.0);
+            ppl_h2o = metric(r0, "ppl");
+        }
+    }
+    CU_ASSERT(ppl_full > 1 && ppl_h2o > 1 && ppl_full != ppl_h2o);
+    free_recs(&rs);
+    /* CSV: a header and one row per point */
+    char path[4400];
+    snprintf(path, sizeof path, "%s/sweep/results.csv", g_dir);
+    char *csv = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(csv);
+    int lines = 0;
+    for (char *c = csv; *c; c++) lines += *c == '\n';
+    CU_ASSERT_EQUAL(lines, 5);
+    CU_ASSERT_PTR_NOT_NULL(strstr(csv, "metrics.throughput_tok_s"));
+    free(csv);
+    /* a rerun resumes: nothing is run again, nothing is duplicated */
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    load_recs("sweep", &rs);
+    CU_ASSERT_EQUAL(rs.n, 4);
+    free_recs(&rs);
+    /* --point with --force appends one record that replaces the point's */
+    snprintf(args, sizeof args, "run '%s' --quiet --point 1 --force --no-plot", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    load_recs("sweep", &rs);
+    CU_ASSERT_EQUAL(rs.n, 5);
+    free_recs(&rs);
+    free(r);
+}
+
+/* kill -9 in the middle of a sweep, then rerun: every point exactly once. */
+static void test_kill_resume(void) {
+    char body[8192];
+    snprintf(body, sizeof body,
+             "workload:\n  batch: 2\n  prompt_len: [8, 12, 16, 20, 24, 28]\n  gen_len: 24\n"
+             "  text: %s\npolicies: [full]\nmetrics: [throughput]\n",
+             g_text);
+    const char *exp = write_exp("kill", "kill", body);
+    char jsonl[4400];
+    snprintf(jsonl, sizeof jsonl, "%s/kill/results.jsonl", g_dir);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        char bin[4300];
+        snprintf(bin, sizeof bin, "%s/igen", IG_BINARY_DIR);
+        execl(bin, "igen", "run", exp, "--quiet", "--no-plot", (char *)NULL);
+        _exit(127);
+    }
+    /* wait until at least two points are in, then kill */
+    int killed = 0;
+    for (int t = 0; t < 6000; t++) {
+        char *s = slurp(jsonl);
+        int n = 0;
+        for (char *c = s; s && *c; c++) n += *c == '\n';
+        free(s);
+        if (n >= 2) {
+            kill(pid, SIGKILL);
+            killed = 1;
+            break;
+        }
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            pid = -1;
+            break;
+        }
+        usleep(10000);
+    }
+    if (pid > 0) waitpid(pid, NULL, 0);
+    recs rs;
+    load_recs("kill", &rs);
+    int before = rs.n;
+    free_recs(&rs);
+    if (!killed) printf("\n    (the run finished before it could be killed)");
+    CU_ASSERT(before >= 2);
+    ig_test_run *r = malloc(sizeof *r);
+    char args[8192];
+    snprintf(args, sizeof args, "run '%s' --quiet --no-plot", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    load_recs("kill", &rs);
+    CU_ASSERT_EQUAL(rs.n, 6);
+    CU_ASSERT_EQUAL(rs.n_ok, 6);
+    int seen[6] = {0};
+    for (int i = 0; i < rs.n; i++) {
+        json_object *v;
+        json_object_object_get_ex(rs.r[i], "point", &v);
+        int p = json_object_get_int(v);
+        if (p >= 0 && p < 6) seen[p]++;
+    }
+    for (int p = 0; p < 6; p++) CU_ASSERT_EQUAL(seen[p], 1);
+    free_recs(&rs);
+    free(r);
+}
+
+/* Modeled points: the cost model for the paper's OPT-13B on the A6000 profile; InfiniGen's
+ * fetched fraction makes it faster than full fetch with the KV cache in host memory. */
+static void test_modeled(void) {
+    const char *body = "mode: modeled\n"
+                       "model: {shape: opt-13b}\n"
+                       "hardware: a6000-pcie3\n"
+                       "placement:\n  kv: {gpu: 0, cpu: 100}\n  gpu_batch_size: 4\n"
+                       "workload: {batch: 20, prompt_len: [1024, 1920], gen_len: 128}\n"
+                       "policies: [full, infinigen]\n"
+                       "metrics: [throughput, bytes]\n";
+    const char *exp = write_exp("modeled", "modeled", body);
+    ig_test_run *r = malloc(sizeof *r);
+    char args[8192];
+    snprintf(args, sizeof args, "run '%s' --quiet", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    recs rs;
+    load_recs("modeled", &rs);
+    CU_ASSERT_EQUAL(rs.n_ok, 4);
+    double tp[2][2] = {{0}};
+    for (int i = 0; i < rs.n; i++) {
+        json_object *v;
+        json_object_object_get_ex(rs.r[i], "point", &v);
+        int p = json_object_get_int(v);
+        json_object_object_get_ex(rs.r[i], "mode", &v);
+        CU_ASSERT_STRING_EQUAL(json_object_get_string(v), "modeled");
+        if (p < 4) tp[p / 2][p % 2] = metric(rs.r[i], "throughput_tok_s");
+        CU_ASSERT(metric(rs.r[i], "h2d_bytes_per_step") > 0);
+    }
+    for (int l = 0; l < 2; l++) CU_ASSERT(tp[l][1] > tp[l][0] && tp[l][0] > 0);
+    CU_ASSERT(tp[1][0] < tp[0][0]); /* longer sequences: slower full fetch */
+    free_recs(&rs);
+    free(r);
+}
+
+/* --part writes parts/, --merge folds them in; --slurm writes the job scripts. */
+static void test_part_merge_slurm(void) {
+    const char *body = "mode: modeled\nmodel: {shape: opt-6.7b}\nhardware: a6000-pcie3\n"
+                       "workload: {batch: 8, prompt_len: [512, 1024, 2048], gen_len: 32}\n"
+                       "policies: [full]\n";
+    const char *exp = write_exp("parts", "parts", body);
+    ig_test_run *r = malloc(sizeof *r);
+    char args[8192];
+    for (int p = 2; p >= 0; p--) {
+        snprintf(args, sizeof args, "run '%s' --point %d --part --quiet", exp, p);
+        ig_test_igen(r, NULL, args);
+        CU_ASSERT_EQUAL(r->status, 0);
+    }
+    recs rs;
+    load_recs("parts", &rs);
+    CU_ASSERT_EQUAL(rs.n, 0); /* nothing appended by the parts */
+    snprintf(args, sizeof args, "run '%s' --merge --no-plot", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    load_recs("parts", &rs);
+    CU_ASSERT_EQUAL(rs.n_ok, 3);
+    free_recs(&rs);
+    snprintf(args, sizeof args, "run '%s' --slurm --partition gpu --max-parallel 2", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/parts/slurm/array.sbatch", g_dir);
+    char *s = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "#SBATCH --array=0-2%2"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "#SBATCH --partition=gpu"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "--point \"$SLURM_ARRAY_TASK_ID\" --part"));
+    free(s);
+    free(r);
+}
+
+static void test_bad_input(void) {
+    const char *exp = write_exp("bad", "bad", "workload:\n  batch: -3\n");
+    ig_test_run *r = malloc(sizeof *r);
+    char args[8192];
+    snprintf(args, sizeof args, "run '%s'", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "bad.yaml:5:10: workload.batch"));
+    exp = write_exp("bad2", "bad2", "polices: [full]\n");
+    snprintf(args, sizeof args, "run '%s'", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "did you mean 'policies'"));
+    snprintf(args, sizeof args, "run '%s' --set workload.bach=4", write_exp("ok", "ok", ""));
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "workload.bach"));
+    snprintf(args, sizeof args, "run '%s' --point 5", write_exp("ok", "ok", ""));
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "has 1 points"));
+    ig_test_igen(r, NULL, "run --help");
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "--dry-run"));
+    free(r);
+}
+
+void ig_test_register(void) {
+    CU_pSuite s = CU_add_suite("run", suite_init, NULL);
+    CU_add_test(s, "measured_sweep", test_measured_sweep);
+    CU_add_test(s, "kill_resume", test_kill_resume);
+    CU_add_test(s, "modeled", test_modeled);
+    CU_add_test(s, "part_merge_slurm", test_part_merge_slurm);
+    CU_add_test(s, "bad_input", test_bad_input);
+}
