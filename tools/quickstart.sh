@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: installs packages and the default model (SmolLM2-135M),
-# builds igen, generates text, and measures perplexity on the first windows of WikiText-2.
+# builds igen, and runs configs/experiments/quickstart.yaml (four KV policies over three prompt
+# lengths on this machine: throughput, KV traffic and policy-active perplexity), which writes
+# results/quickstart/{results.jsonl,results.csv,plots/*.png,*.svg} and prints a summary table.
 #   tools/quickstart.sh [--no-apt]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 "$repo/tools/setup.sh" "$@"
 "$repo/tools/build.sh" "$repo/build"
-igen="$repo/build/igen"
-echo
-echo "== igen generate (greedy, 48 tokens)"
-"$igen" generate --prompt "The three most important inventions of the nineteenth century were" -n 48
+cd "$repo"
 text="$repo/../shared/data/wikitext-2-raw/wiki.test.raw"
+sets=()
 if [ ! -f "$text" ]; then
-  echo "quickstart: $text not found; pass any text file to 'igen ppl --text FILE'" >&2
-  exit 0
+  echo "quickstart: $text not found: using README.md as the text instead" >&2
+  sets=(--set "workload.text=$repo/README.md")
 fi
+"$repo/build/igen" run configs/experiments/quickstart.yaml "${sets[@]}"
 echo
-echo "== igen ppl (WikiText-2 test, 4 windows of 1024 tokens)"
-mkdir -p "$repo/results"
-"$igen" ppl --text "$text" --ctx 1024 --windows 4 --json | tee "$repo/results/quickstart_ppl.json"
+echo "plot: $repo/results/quickstart/plots/throughput_vs_seqlen.png"
