@@ -349,6 +349,55 @@ static void test_bad_input(void) {
     free(r);
 }
 
+/* Every shipped experiment validates; the quickstart runs end to end on the default model (made
+ * smaller with --set), and a paper figure runs modeled with one command. */
+static void test_shipped_configs(void) {
+    static const char *names[] = {"quickstart",   "paper-fig14",  "paper-fig15",
+                                  "paper-fig16a", "paper-fig16b", "paper-table2"};
+    ig_test_run *r = malloc(sizeof *r);
+    char args[8192];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(args, sizeof args, "run '%s/configs/experiments/%s.yaml' --dry-run", IG_SOURCE_DIR,
+                 names[i]);
+        ig_test_igen(r, NULL, args);
+        CU_ASSERT_EQUAL(r->status, 0);
+        if (r->status) fprintf(stderr, "\n%s: %s", names[i], r->err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r->out, " points; axes: "));
+    }
+    snprintf(
+        args, sizeof args,
+        "run '%s/configs/experiments/paper-fig16a.yaml' --quiet --no-plot --output '%s/fig16a'",
+        IG_SOURCE_DIR, g_dir);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    recs rs;
+    load_recs("fig16a", &rs);
+    CU_ASSERT_EQUAL(rs.n_ok, 16);
+    free_recs(&rs);
+    if (!ig_test_default_model() || !ig_test_shared("wikitext-2-raw/wiki.test.raw")) {
+        printf("\n    (quickstart end to end not run: the default model or WikiText-2 is missing)");
+        free(r);
+        return;
+    }
+    snprintf(args, sizeof args,
+             "run '%s/configs/experiments/quickstart.yaml' --quiet --output '%s/qs' "
+             "--set workload.prompt_len=[16,32] --set workload.gen_len=4 --set workload.batch=2 "
+             "--set workload.ppl.ctx=48 --set workload.ppl.windows=1 --set workload.ppl.prefill=16",
+             IG_SOURCE_DIR, g_dir);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n%s\n%s", r->out, r->err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "policy=infinigen"));
+    load_recs("qs", &rs);
+    CU_ASSERT_EQUAL(rs.n_ok, 8);
+    for (int i = 0; i < rs.n; i++) {
+        CU_ASSERT(metric(rs.r[i], "throughput_tok_s") > 0);
+        CU_ASSERT(metric(rs.r[i], "ppl") > 1);
+    }
+    free_recs(&rs);
+    free(r);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("run", suite_init, NULL);
     CU_add_test(s, "measured_sweep", test_measured_sweep);
@@ -356,4 +405,5 @@ void ig_test_register(void) {
     CU_add_test(s, "modeled", test_modeled);
     CU_add_test(s, "part_merge_slurm", test_part_merge_slurm);
     CU_add_test(s, "bad_input", test_bad_input);
+    CU_add_test(s, "shipped_configs", test_shipped_configs);
 }
