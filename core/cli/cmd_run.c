@@ -361,6 +361,13 @@ int ig_cmd_run(int argc, char **argv) {
         goto done;
     }
     if (part) { /* one point into parts/, no shared results.jsonl to append to */
+        char key[17];
+        ig_exp_point_key(x, (int)point, key);
+        if (!force && ig_results_open(dir, &res, &err) == IG_OK && ig_results_has(res, key)) {
+            if (!quiet) printf("point %ld is already in %s/results.jsonl\n", point, dir);
+            rc = 0;
+            goto done;
+        }
         json_object *rec = run_one(x, (int)point, quiet);
         json_object *st = NULL;
         json_object_object_get_ex(rec, "status", &st);
@@ -389,7 +396,21 @@ int ig_cmd_run(int argc, char **argv) {
             goto done;
         }
         finish(res, plot, quiet);
-        rc = 0;
+        int missing = 0;
+        for (int i = 0; i < n; i++) {
+            char key[17];
+            ig_exp_point_key(x, i, key);
+            if (!ig_results_has(res, key)) {
+                if (!missing++) fprintf(stderr, "igen run: points without an ok result:");
+                fprintf(stderr, " %d", i);
+            }
+        }
+        if (missing)
+            fprintf(stderr,
+                    "\nigen run: %d of %d points have no ok result (rerun them with "
+                    "--point I, or resubmit)\n",
+                    missing, n);
+        rc = missing ? 1 : 0;
         goto done;
     }
     int i0 = point >= 0 ? (int)point : 0, i1 = point >= 0 ? (int)point + 1 : n, failed = 0;
