@@ -234,10 +234,11 @@ int64_t ig_kv_home_take(ig_kv_home *h, int layer, int slot, int head) {
     return e;
 }
 
-void ig_kv_home_write(ig_kv_home *h, int layer, int slot, int head, int64_t e, int32_t pos,
-                      const float *k, const float *v) {
-    size_t t = table(h, layer, slot, head);
-    IG_ASSERT(e >= 0 && e < h->high[t] && h->pos[t * (size_t)h->o.capacity + (size_t)e] != -1);
+void ig_kv_home_write_rows(ig_kv_home *h, int layer, int slot, int head, int64_t e, const float *k,
+                           const float *v) {
+    /* no metadata here (another thread may be changing it): only the immutable layout */
+    IG_ASSERT(e >= 0 && e < h->o.capacity);
+    (void)table(h, layer, slot, head); /* its range checks */
     size_t off =
         (region_table(h, layer, slot, head) * (size_t)h->o.capacity + (size_t)e) * h->row_bytes;
     if (slot < h->mem_slots) {
@@ -256,7 +257,20 @@ void ig_kv_home_write(ig_kv_home *h, int layer, int slot, int head, int64_t e, i
         h->disk_write += 2.0 * (double)h->row_bytes;
         pthread_mutex_unlock(&h->mu);
     }
+}
+
+void ig_kv_home_set_pos(ig_kv_home *h, int layer, int slot, int head, int64_t e, int32_t pos) {
+    size_t t = table(h, layer, slot, head);
+    IG_ASSERT(e >= 0 && e < h->high[t] && h->pos[t * (size_t)h->o.capacity + (size_t)e] != -1);
     h->pos[t * (size_t)h->o.capacity + (size_t)e] = pos;
+}
+
+void ig_kv_home_write(ig_kv_home *h, int layer, int slot, int head, int64_t e, int32_t pos,
+                      const float *k, const float *v) {
+    size_t t = table(h, layer, slot, head);
+    IG_ASSERT(e >= 0 && e < h->high[t] && h->pos[t * (size_t)h->o.capacity + (size_t)e] != -1);
+    ig_kv_home_write_rows(h, layer, slot, head, e, k, v);
+    ig_kv_home_set_pos(h, layer, slot, head, e, pos);
 }
 
 void ig_kv_home_release(ig_kv_home *h, int layer, int slot, int head, int64_t e) {

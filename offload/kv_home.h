@@ -67,9 +67,22 @@ int64_t ig_kv_home_high_water(const ig_kv_home *h, int layer, int slot, int head
 /* Takes a free entry (the most recently released first, else the next never-used one); -1 if
  * the table is full. */
 int64_t ig_kv_home_take(ig_kv_home *h, int layer, int slot, int head);
-/* Encodes and stores one token's key and value rows into entry e. */
+/* Encodes and stores one token's key and value rows into entry e: ig_kv_home_write_rows, then
+ * ig_kv_home_set_pos. */
 void ig_kv_home_write(ig_kv_home *h, int layer, int slot, int head, int64_t e, int32_t pos,
                       const float *k, const float *v);
+/* The two halves of a write, so that the bytes can be written on a transfer thread while the
+ * caller's thread goes on with the metadata (FlexGen's store_cache overlapped with compute).
+ * write_rows encodes k and v into entry e's rows (memory, or pwrite for a slot on disk) and touches
+ * no metadata: it may run on another thread concurrently with take, set_pos, release, reset_slot
+ * and the pos/n_used/high_water getters of any entry, with reads and writes of other entries'
+ * rows, and with the disk counters and io_error (kept under the home's lock). The caller orders it
+ * before any read of entry e's rows and before another write of entry e, and keeps e taken (not
+ * released or reset) until it has finished. set_pos records the token position of a taken entry
+ * (metadata only, the caller's thread). */
+void ig_kv_home_write_rows(ig_kv_home *h, int layer, int slot, int head, int64_t e, const float *k,
+                           const float *v);
+void ig_kv_home_set_pos(ig_kv_home *h, int layer, int slot, int head, int64_t e, int32_t pos);
 /* Frees entry e (its bytes are reused by the next write). */
 void ig_kv_home_release(ig_kv_home *h, int layer, int slot, int head, int64_t e);
 /* Frees every entry of a slot (all layers and heads). */

@@ -41,6 +41,16 @@ static void test_entries(void) {
     CU_ASSERT_EQUAL(kout[8 + 5], 5);
     CU_ASSERT_EQUAL(vout[8 + 5], -5);
     CU_ASSERT_EQUAL(ig_kv_home_pos(h, 1, 2, 1)[2], 7);
+    /* the split write: the bytes (no metadata change), then the position */
+    int64_t e1 = ig_kv_home_take(h, 1, 2, 0);
+    CU_ASSERT_EQUAL(e1, 0);
+    ig_kv_home_write_rows(h, 1, 2, 0, e1, k, v);
+    CU_ASSERT(ig_kv_home_pos(h, 1, 2, 0)[0] < 0); /* taken, position not yet set */
+    ig_kv_home_set_pos(h, 1, 2, 0, e1, 3);
+    CU_ASSERT_EQUAL(ig_kv_home_pos(h, 1, 2, 0)[0], 3);
+    ig_kv_home_read(h, 1, 2, 0, ent + 1, 1, kout, vout);
+    CU_ASSERT(memcmp(kout, k, sizeof k) == 0 && memcmp(vout, v, sizeof v) == 0);
+    ig_kv_home_release(h, 1, 2, 0, e1);
     /* other tables untouched */
     CU_ASSERT_EQUAL(ig_kv_home_n_used(h, 1, 2, 0), 0);
     CU_ASSERT_EQUAL(ig_kv_home_n_used(h, 0, 2, 1), 0);

@@ -50,6 +50,7 @@ typedef struct run_cfg {
     int kv_disk_slots;
     int act_disk;
     int joint_prefill; /* all prompts in one call (else one call per prompt) */
+    int xfer_threads;  /* the engine's transfer threads (0: auto, -1: none) */
 } run_cfg;
 
 typedef struct run_out {
@@ -83,7 +84,8 @@ static int run(const ig_model *m, const run_cfg *rc, run_out *out) {
                         .act_disk = rc->act_disk ? rc->kv_disk : NULL,
                         .act_disk_seqs = rc->act_disk,
                         .kv_disk = rc->kv_disk,
-                        .kv_disk_slots = rc->kv_disk_slots};
+                        .kv_disk_slots = rc->kv_disk_slots,
+                        .xfer_threads = rc->xfer_threads};
     ig_engine *e = NULL;
     if (ig_engine_create(m, &o, &e, &err) != IG_OK) {
         fprintf(stderr, "%s\n", err.msg);
@@ -353,6 +355,53 @@ static void test_kv_disk(void) {
     ig_disk_free(d);
 }
 
+/* Decode stores on the transfer thread (copy access): the compute thread takes the entries and
+ * tells the policy, a job per GPU batch and layer writes the bytes (pwrite for KV on disk). The
+ * same run with the stores inline must give the same logits, bit for bit, and the same bytes. */
+static void test_async_store(void) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/kvstore", ig_test_tmpdir());
+    mkdir(dir, 0700);
+    static const char *policies[] = {"full", "h2o", "int4", "infinigen", "quest"};
+    for (int mi = 0; mi < 2; mi++)
+        for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++)
+            for (int gb = 0; gb <= 2; gb += 2)
+                for (int disk = 0; disk <= 1; disk++) {
+                    const ig_model_config *c = ig_model_get_config(g_models[mi]);
+                    run_out o[2];
+                    for (int t = 0; t < 2; t++) {
+                        ig_disk *d = NULL;
+                        ig_error err;
+                        if (disk) CU_ASSERT_FATAL(ig_disk_create(dir, 0, 2, &d, &err) == IG_OK);
+                        run_cfg rc = {.policy = policies[p],
+                                      .access = IG_KV_ACCESS_COPY,
+                                      .gpu_batch = gb,
+                                      .kv_disk = d,
+                                      .kv_disk_slots = disk ? 2 : 0,
+                                      .xfer_threads = t ? 1 : -1};
+                        CU_ASSERT_FATAL(run(g_models[mi], &rc, &o[t]) == 0);
+                        ig_disk_free(d);
+                    }
+                    const ig_kv_stats *a = &o[0].kv, *b = &o[1].kv;
+                    CU_ASSERT(o[0].n == o[1].n &&
+                              memcmp(o[0].logits, o[1].logits, o[0].n * sizeof(float)) == 0);
+                    CU_ASSERT(a->h2d_bytes == b->h2d_bytes && a->h2d_bytes > 0);
+                    CU_ASSERT(a->d2h_bytes == b->d2h_bytes && a->d2h_bytes > 0);
+                    CU_ASSERT(a->prefill_d2h_bytes == b->prefill_d2h_bytes);
+                    CU_ASSERT(a->disk_read_bytes == b->disk_read_bytes);
+                    CU_ASSERT(a->disk_write_bytes == b->disk_write_bytes);
+                    CU_ASSERT((a->disk_write_bytes > 0) == disk);
+                    CU_ASSERT(a->selected_rows == b->selected_rows);
+                    CU_ASSERT_EQUAL(a->evictions, b->evictions);
+                    /* inline: no store job; threaded: one per decode step, layer and GPU batch */
+                    int n_gb = gb ? NSEQ / gb : 1;
+                    CU_ASSERT_EQUAL(a->store_jobs, 0);
+                    CU_ASSERT_EQUAL(b->store_jobs, (int64_t)STEPS * c->n_layer * n_gb);
+                    free(o[0].logits);
+                    free(o[1].logits);
+                }
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("schedule", suite_init, suite_clean);
     CU_add_test(s, "zigzag_identical", test_zigzag_identical);
@@ -360,4 +409,5 @@ void ig_test_register(void) {
     CU_add_test(s, "zigzag_copy_prefetch", test_zigzag_copy_prefetch);
     CU_add_test(s, "act_host", test_act_host);
     CU_add_test(s, "kv_disk", test_kv_disk);
+    CU_add_test(s, "async_store", test_async_store);
 }

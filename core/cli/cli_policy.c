@@ -135,6 +135,7 @@ void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object 
     json_object_object_add(o, "time_transfer_wait_s", json_object_new_double(s.transfer_wait_s));
     json_object_object_add(o, "time_attention_s", json_object_new_double(s.attention_s));
     json_object_object_add(o, "time_store_s", json_object_new_double(s.store_s));
+    json_object_object_add(o, "kv_store_jobs", json_object_new_int64(s.store_jobs));
     if (s.recall_n > 0)
         json_object_object_add(o, "recall",
                                json_object_new_double(s.recall_sum / (double)s.recall_n));

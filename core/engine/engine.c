@@ -345,7 +345,7 @@ static void layer_forward(ig_engine *e, int l, const ig_layer *L) {
     ig_cpu_add(x, h, (int64_t)(T * (int64_t)d));
 }
 
-ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig_error *err) {
+static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig_error *err) {
     IG_TRY(check_batch(e, seqs, n_seqs, err));
     const ig_model_config *c = &e->cfg;
     int64_t T = 0;
@@ -403,6 +403,11 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
             return ig_error_set(err, IG_ERR_IO, "forward: layer %d KV cache: %s", l,
                                 ig_kv_run_io_error(e->kv));
     }
+    if (e->kv) { /* the last stores (on the transfer queue) may still be writing */
+        ig_kv_call_end(e);
+        if (ig_kv_run_io_error(e->kv))
+            return ig_error_set(err, IG_ERR_IO, "forward: KV cache: %s", ig_kv_run_io_error(e->kv));
+    }
     for (int b = 0; b < n_gb; b++) {
         set_gpu_batch(e, b * gb, b * gb + gb < n_seqs ? b * gb + gb : n_seqs);
         IG_TRY(act_move(e, 0, err));
@@ -414,6 +419,12 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
     e->stats.forward_calls++;
     e->stats.tokens += T;
     return IG_OK;
+}
+
+ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig_error *err) {
+    ig_status rc = forward(e, seqs, n_seqs, err);
+    if (e->kv) ig_kv_call_end(e); /* also after a failed call: no store of it stays in flight */
+    return rc;
 }
 
 void ig_engine_logits(ig_engine *e, int64_t row0, int64_t n, float *out) {

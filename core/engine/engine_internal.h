@@ -47,6 +47,9 @@ void ig_kv_layer_begin(ig_engine *e, int layer);
 void ig_kv_layer_attention(ig_engine *e, int layer);
 /* Call start: the call's sequences form GPU batches of gpu_batch_seqs (the last may be short). */
 void ig_kv_call_begin(ig_engine *e, int gpu_batch_seqs);
+/* Call end (also after a failed call): waits for the call's KV stores still on the transfer queue,
+ * so that nothing reads or rewrites home rows with a store of them in flight. */
+void ig_kv_call_end(ig_engine *e);
 /* The hooks below act on GPU batch b of the call (sequences [e->bs0, e->bs1)). */
 void ig_kv_gpu_batch(ig_engine *e, int b);
 ig_kv_stats ig_kv_run_stats(const ig_kv_run *r);

@@ -24,6 +24,16 @@ typedef struct gather_job {
     double seconds;
 } gather_job;
 
+/* A decode store: the new rows of one layer for a GPU batch's decode slots, staged in st_k/st_v at
+ * the entries st_ent the compute thread took for them, written into the home tier (encoded, or
+ * pwrite for slots on disk) on the transfer queue's thread (FlexGen's store_cache). */
+typedef struct store_job {
+    ig_kv_run *r;
+    int layer, n;
+    int slots[256];
+    double seconds;
+} store_job;
+
 struct ig_kv_run {
     const ig_policy_ops *ops;
     void *st;
@@ -66,8 +76,15 @@ struct ig_kv_run {
      * its decode sequences [i0, i1) */
     int *bi;
     int cb, i0, i1;
-    gather_job *jobs;    /* [S][2]: one in flight per GPU batch and layer parity */
-    uint64_t *ticket;    /* [S][2] */
+    gather_job *jobs; /* [S][2]: one in flight per GPU batch and layer parity */
+    uint64_t *ticket; /* [S][2] */
+    /* Decode stores on the transfer queue (copy access with a transfer thread): the compute thread
+     * takes the entries and updates every piece of metadata, the queue writes the bytes. */
+    int async_store;
+    store_job *sjobs;    /* [S]: one in flight per GPU batch */
+    uint64_t *sticket;   /* [S] */
+    float *st_k, *st_v;  /* [S][G][hd]: each decode slot's new rows, staged for its store job */
+    int64_t *st_ent;     /* [S][G]: the entries they go to */
     double disk_base[2]; /* disk bytes read / written at the last stats reset */
     ig_kv_stats stats;
 };
@@ -188,6 +205,16 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         int threads = o->xfer_threads;
         if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN) > ig_cpu_get_threads() ? 1 : 0;
         IG_TRY(ig_xfer_create(threads > 0 ? threads : 0, &r->xq, err));
+        /* Without a thread a job would run inside submit: the stores stay as they were. */
+        r->async_store = threads > 0 && !r->contig;
+        if (r->async_store) {
+            r->sjobs = ig_calloc(S, sizeof *r->sjobs, err);
+            r->sticket = ig_calloc(S, sizeof *r->sticket, err);
+            r->st_k = falloc(S * G * hd, err);
+            r->st_v = falloc(S * G * hd, err);
+            r->st_ent = ig_calloc(S * G, sizeof(int64_t), err);
+            if (!r->sjobs || !r->sticket || !r->st_k || !r->st_v || !r->st_ent) return IG_ERR_NOMEM;
+        }
     }
     r->pf_k = falloc(G * pf_rows * hd, err);
     r->pf_v = falloc(G * pf_rows * hd, err);
@@ -231,7 +258,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
 
 void ig_kv_run_free(ig_kv_run *r) {
     if (!r) return;
-    ig_xfer_free(r->xq);
+    ig_xfer_free(r->xq); /* runs the jobs still queued (stores included) before it returns */
     if (r->st && r->ops) r->ops->fini(r->st);
     free(r->st);
     ig_kv_home_free(r->home);
@@ -257,6 +284,11 @@ void ig_kv_run_free(ig_kv_run *r) {
     free(r->bi);
     free(r->jobs);
     free(r->ticket);
+    free(r->sjobs);
+    free(r->sticket);
+    free(r->st_k);
+    free(r->st_v);
+    free(r->st_ent);
     free(r->xsel);
     free(r->qsel);
     free(r->victims);
@@ -267,8 +299,11 @@ void ig_kv_run_free(ig_kv_run *r) {
     free(r);
 }
 
+static void wait_stores(ig_kv_run *r);
+
 void ig_kv_run_reset_slot(ig_engine *e, int slot) {
     ig_kv_run *r = e->kv;
+    wait_stores(r); /* a store in flight must not land in the slot's next sequence */
     ig_kv_home_reset_slot(r->home, slot);
     if (r->ops->reset_slot) r->ops->reset_slot(r->st, slot);
 }
@@ -314,6 +349,7 @@ static int is_decode(const ig_engine *e, int s) {
 
 void ig_kv_call_begin(ig_engine *e, int gpu_batch_seqs) {
     ig_kv_run *r = e->kv;
+    wait_stores(r); /* normally none: the previous call's end waited */
     r->n_dec = 0;
     for (int s = 0; s < e->n_cur; s++) {
         if (s % gpu_batch_seqs == 0) r->bi[s / gpu_batch_seqs] = r->n_dec;
@@ -426,6 +462,57 @@ static void wait_gather(ig_kv_run *r, int layer) {
     r->ticket[q] = 0;
 }
 
+/* Waits for the store job of GPU batch b, if one is in flight. */
+static void wait_store(ig_kv_run *r, int b) {
+    if (!r->async_store || !r->sticket[b]) return;
+    r->stats.transfer_wait_s += ig_xfer_wait(r->xq, r->sticket[b]);
+    r->stats.transfer_s += r->sjobs[b].seconds;
+    r->sticket[b] = 0;
+}
+
+static void wait_stores(ig_kv_run *r) {
+    if (!r->async_store) return;
+    for (int b = 0; b < r->S; b++) wait_store(r, b);
+}
+
+void ig_kv_call_end(ig_engine *e) {
+    wait_stores(e->kv);
+}
+
+static void store_job_run(void *arg) {
+    store_job *j = arg;
+    ig_kv_run *r = j->r;
+    double t0 = ig_time_s();
+    size_t G = (size_t)r->G, hd = (size_t)r->hd;
+    for (int i = 0; i < j->n; i++) {
+        size_t slot = (size_t)j->slots[i];
+        for (size_t g = 0; g < G; g++) {
+            size_t k = slot * G + g;
+            ig_kv_home_write_rows(r->home, j->layer, (int)slot, (int)g, r->st_ent[k],
+                                  r->st_k + k * hd, r->st_v + k * hd);
+        }
+    }
+    j->seconds = ig_time_s() - t0;
+}
+
+/* Queues the store of `layer`'s new rows of the current GPU batch's decode slots (staged by
+ * store_new). Later gathers of these rows are queued after it (FIFO). On the compute thread, copy
+ * access reads home rows only in prefill_seq, of a slot that is not decoding in this call, so of
+ * rows whose stores the previous call's end (ig_kv_call_end) has waited for; a slot reset waits
+ * too. */
+static void submit_store(ig_engine *e, int layer) {
+    ig_kv_run *r = e->kv;
+    int n = r->i1 - r->i0;
+    store_job *j = &r->sjobs[r->cb];
+    IG_ASSERT(r->sticket[r->cb] == 0 && n <= 256);
+    j->r = r;
+    j->layer = layer;
+    j->n = n;
+    memcpy(j->slots, r->dec_slots + r->i0, (size_t)n * sizeof(int));
+    r->sticket[r->cb] = ig_xfer_submit(r->xq, store_job_run, j);
+    r->stats.store_jobs++;
+}
+
 static void run_select_ahead(ig_engine *e, int layer) {
     ig_kv_run *r = e->kv;
     int buf = layer & 1;
@@ -501,12 +588,15 @@ static void ensure_room(ig_engine *e, int layer, int slot, int head, int64_t n_a
     r->stats.evictions += got;
 }
 
-/* Stores the new rows of sequence s (rows row0.. of e->k / e->v) into the home tier. */
+/* Stores the new rows of sequence s (rows row0.. of e->k / e->v) into the home tier. A decode
+ * sequence with async stores only takes its entries and updates the metadata here: its rows are
+ * staged for the GPU batch's store job (submit_store), which writes the bytes. */
 static void store_new(ig_engine *e, int layer, int s) {
     ig_kv_run *r = e->kv;
     const ig_seq_tokens *q = &e->cur[s];
     size_t kvd = (size_t)r->G * (size_t)r->hd;
     int64_t n_after = e->p0[s] + q->n_tokens;
+    int async = r->async_store && is_decode(e, s);
     double t0 = ig_time_s();
     for (int i = 0; i < q->n_tokens; i++) {
         size_t row = (size_t)(e->row0[s] + i);
@@ -517,7 +607,22 @@ static void store_new(ig_engine *e, int layer, int s) {
             if (!r->contig) ensure_room(e, layer, q->slot, g, n_after);
             int64_t ent = ig_kv_home_take(r->home, layer, q->slot, g);
             IG_ASSERT(ent >= 0);
-            ig_kv_home_write(r->home, layer, q->slot, g, ent, pos, k, v);
+            if (async) {
+                /* The job copies from a staged copy, not from e->k / e->v: the next layer's
+                 * projections of this GPU batch overwrite those rows while the job may still be
+                 * queued. The other choice, waiting for the job before those projections, would
+                 * also wait there for the next layer's gather queued ahead of it; with staging
+                 * (G x hd x 2 floats per sequence) the wait moves to the next layer's store of
+                 * the batch, after its attention (ig_kv_layer_attention), when the job has had a
+                 * whole layer to run. */
+                size_t st = (size_t)q->slot * (size_t)r->G + (size_t)g;
+                memcpy(r->st_k + st * (size_t)r->hd, k, (size_t)r->hd * sizeof(float));
+                memcpy(r->st_v + st * (size_t)r->hd, v, (size_t)r->hd * sizeof(float));
+                r->st_ent[st] = ent;
+                ig_kv_home_set_pos(r->home, layer, q->slot, g, ent, pos);
+            } else {
+                ig_kv_home_write(r->home, layer, q->slot, g, ent, pos, k, v);
+            }
             if (r->ops->on_append) r->ops->on_append(r->st, layer, q->slot, g, ent, pos, k, v);
             if (r->shadow_k)
                 memcpy(r->shadow_k +
@@ -780,6 +885,9 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
     }
     for (int s = e->bs0; s < e->bs1; s++)
         if (!is_decode(e, s)) prefill_seq(e, layer, s);
+    /* the batch's previous store job (of the previous layer): its staging is reused below */
+    if (n > 0 && r->async_store) wait_store(r, r->cb);
     for (int i = r->i0; i < r->i1; i++) decode_seq(e, layer, i);
+    if (n > 0 && r->async_store) submit_store(e, layer);
     if (layer == r->L - 1) r->stats.decode_tokens += n;
 }
