@@ -321,26 +321,31 @@ static void read_disk(const ig_kv_home *h, int layer, int slot, int head, const 
     ig_kv_home *hm = (ig_kv_home *)h; /* the I/O error and counters are the home's own state */
     size_t base = region_table(h, layer, slot, head) * (size_t)h->o.capacity * h->row_bytes;
     int hd = h->o.head_dim;
+    /* f32 rows are stored as they are returned: a run is read straight into the output, however
+     * long; other codecs go through a bounce buffer and are decoded */
+    int direct = h->o.codec.kind == IG_KV_CODEC_F32;
     unsigned char buf[64 * 1024];
-    int64_t max_run = (int64_t)(sizeof buf / h->row_bytes);
-    if (max_run > 64) max_run = 64;
-    IG_ASSERT(max_run >= 1);
+    int64_t max_run = direct ? n : (int64_t)(sizeof buf / h->row_bytes);
+    IG_ASSERT(max_run >= 1 || n == 0);
+    double bytes = 0;
     for (int64_t i = 0, run; i < n; i += run) {
         for (run = 1; run < max_run && i + run < n && entries[i + run] == entries[i] + run;) run++;
         size_t off = base + (size_t)entries[i] * h->row_bytes, len = (size_t)run * h->row_bytes;
         ig_error err;
         for (int kv = 0; kv < 2; kv++) {
-            if (ig_disk_pread(h->file, off + (kv ? h->disk_v_off : 0), buf, len, &err) != IG_OK) {
+            float *out = (kv ? v_out : k_out) + (size_t)i * (size_t)hd;
+            void *dst = direct ? (void *)out : (void *)buf;
+            if (ig_disk_pread(h->file, off + (kv ? h->disk_v_off : 0), dst, len, &err) != IG_OK) {
                 io_fail(hm, &err);
-                memset(buf, 0, len);
+                memset(dst, 0, len);
             }
-            ig_kv_codec_decode(&h->o.codec, buf, run, hd,
-                               (kv ? v_out : k_out) + (size_t)i * (size_t)hd);
+            if (!direct) ig_kv_codec_decode(&h->o.codec, buf, run, hd, out);
         }
-        pthread_mutex_lock(&hm->mu);
-        hm->disk_read += 2.0 * (double)len;
-        pthread_mutex_unlock(&hm->mu);
+        bytes += 2.0 * (double)len;
     }
+    pthread_mutex_lock(&hm->mu);
+    hm->disk_read += bytes;
+    pthread_mutex_unlock(&hm->mu);
 }
 
 void ig_kv_home_read(const ig_kv_home *h, int layer, int slot, int head, const int32_t *entries,
