@@ -319,6 +319,16 @@ static void test_part_merge_slurm(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(s, "#SBATCH --partition=gpu"));
     CU_ASSERT_PTR_NOT_NULL(strstr(s, "--point \"$SLURM_ARRAY_TASK_ID\" --part"));
     free(s);
+    /* --output reaches the tasks as a --set of the output key */
+    snprintf(args, sizeof args, "run '%s' --slurm --output '%s/other dir'", exp, g_dir);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    snprintf(path, sizeof path, "%s/other dir/slurm/array.sbatch", g_dir);
+    s = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "--set 'output='\\''"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "/other dir'\\'''"));
+    free(s);
     free(r);
 }
 

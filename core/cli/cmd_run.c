@@ -339,6 +339,27 @@ int ig_cmd_run(int argc, char **argv) {
             so.point_args = force_arg;
             so.n_point_args = 1;
         }
+        /* --output reaches the tasks as a --set of the `output` key (a YAML single-quoted
+         * absolute path) */
+        static char out_set[8300];
+        if (output) {
+            char abs[4096], q[8192];
+            if (output[0] != '/' && getcwd(abs, sizeof abs))
+                snprintf(q, sizeof q, "%s/%s", abs, output);
+            else
+                snprintf(q, sizeof q, "%s", output);
+            size_t k = (size_t)snprintf(out_set, sizeof out_set, "output='");
+            for (const char *c = q; *c && k + 3 < sizeof out_set; c++) {
+                if (*c == '\'') out_set[k++] = '\'';
+                out_set[k++] = *c;
+            }
+            snprintf(out_set + k, sizeof out_set - k, "'");
+            if (n_sets == MAX_SETS) {
+                fprintf(stderr, "igen run: too many --set options with --output\n");
+                goto done;
+            }
+            sets[n_sets++] = out_set;
+        }
         if (ig_slurm_write(NULL, self, exp_path, sets, n_sets, n, dir, &so, arr, sizeof arr, mer,
                            sizeof mer, &err) != IG_OK) {
             ig_cli_error("run", &err);
