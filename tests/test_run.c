@@ -3,6 +3,7 @@
  * rerun, modeled points come from the cost model, --dry-run / --point / --part / --merge / --slurm
  * do what they say, and a bad experiment is one line naming file:line:col with exit 2. */
 #include <json-c/json.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/engine/engine.h"
+#include "core/model/model.h"
 #include "tests/test_util.h"
 
 static char g_dir[4096], g_text[4200];
@@ -408,6 +411,79 @@ static void test_shipped_configs(void) {
     free(r);
 }
 
+/* Dummy weights (dummy:SHAPE): runs with random prompts, the same numbers for the same seed,
+ * and commands that need a tokenizer say so. */
+static void test_dummy_model(void) {
+    ig_test_run *r = malloc(sizeof *r);
+    double tps[2] = {0, 0};
+    char first[2][64] = {"", ""};
+    for (int k = 0; k < 2; k++) {
+        ig_test_igen(r, NULL,
+                     "bench-decode --model dummy:smollm2-135m --dtype f16 --batch 2 "
+                     "--prompt-len 8 --gen-len 3 --policy full --json --quiet");
+        CU_ASSERT_EQUAL(r->status, 0);
+        json_object *o = json_tokener_parse(r->out), *v;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+        CU_ASSERT(json_object_object_get_ex(o, "model", &v) &&
+                  !strcmp(json_object_get_string(v), "dummy:smollm2-135m"));
+        CU_ASSERT(json_object_object_get_ex(o, "prompt_source", &v) &&
+                  !strcmp(json_object_get_string(v), "random"));
+        if (json_object_object_get_ex(o, "decode_tokens_per_s", &v))
+            tps[k] = json_object_get_double(v);
+        if (json_object_object_get_ex(o, "kv_h2d_bytes_per_token", &v))
+            snprintf(first[k], sizeof first[k], "%.17g", json_object_get_double(v));
+        json_object_put(o);
+    }
+    CU_ASSERT(tps[0] > 0 && tps[1] > 0);
+    CU_ASSERT_STRING_EQUAL(first[0], first[1]);
+    /* the library: the same seed gives the same weights and logits, another seed others */
+    ig_model_config c = {.arch = IG_ARCH_LLAMA,
+                         .n_layer = 2,
+                         .d_model = 64,
+                         .n_head = 4,
+                         .n_kv_head = 2,
+                         .head_dim = 16,
+                         .d_ffn = 128,
+                         .vocab = 100,
+                         .max_pos = 64,
+                         .norm_eps = 1e-5f,
+                         .rope_theta = 10000,
+                         .rot_dim = 16,
+                         .bos = -1,
+                         .eos = -1};
+    ig_model *m[3] = {NULL, NULL, NULL};
+    ig_error err;
+    uint64_t seeds[3] = {7, 7, 8};
+    float logits[3][100];
+    for (int k = 0; k < 3; k++) {
+        CU_ASSERT_FATAL(ig_model_create_dummy(&c, IG_DTYPE_F32, seeds[k], "unit", &m[k], &err) ==
+                        IG_OK);
+        CU_ASSERT_PTR_NULL(ig_model_tokenizer(m[k]));
+        ig_engine_opts eo = {.max_seqs = 1, .max_ctx = 8, .max_batch_tokens = 8, .threads = 1};
+        ig_engine *e = NULL;
+        CU_ASSERT_FATAL(ig_engine_create(m[k], &eo, &e, &err) == IG_OK);
+        int32_t toks[4] = {1, 5, 9, 42};
+        ig_seq_tokens q = {0, toks, 4};
+        CU_ASSERT(ig_engine_forward(e, &q, 1, &err) == IG_OK);
+        ig_engine_logits(e, 3, 1, logits[k]);
+        for (int v = 0; v < 100; v++) CU_ASSERT(isfinite(logits[k][v]));
+        ig_engine_free(e);
+    }
+    CU_ASSERT(memcmp(logits[0], logits[1], sizeof logits[0]) == 0);
+    CU_ASSERT(memcmp(logits[0], logits[2], sizeof logits[0]) != 0);
+    for (int k = 0; k < 3; k++) ig_model_free(m[k]);
+    c.n_head = 3; /* heads must divide: a clear error, not a crash */
+    CU_ASSERT_NOT_EQUAL(ig_model_create_dummy(&c, IG_DTYPE_F32, 1, "bad", &m[0], &err), IG_OK);
+    CU_ASSERT_PTR_NULL(m[0]);
+    ig_test_igen(r, NULL, "generate --model dummy:smollm2-135m --dtype f16 --prompt hi -n 2");
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "no tokenizer"));
+    ig_test_igen(r, NULL, "bench-decode --model dummy:no-such-shape");
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "no-such-shape"));
+    free(r);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("run", suite_init, NULL);
     CU_add_test(s, "measured_sweep", test_measured_sweep);
@@ -416,4 +492,5 @@ void ig_test_register(void) {
     CU_add_test(s, "part_merge_slurm", test_part_merge_slurm);
     CU_add_test(s, "bad_input", test_bad_input);
     CU_add_test(s, "shipped_configs", test_shipped_configs);
+    CU_add_test(s, "dummy_model", test_dummy_model);
 }

@@ -46,7 +46,8 @@ enum {
     }
 
 #define IG_CLI_COMMON_HELP                                                                         \
-    "  --model PATH      GGUF file or Hugging Face directory (default: the installed "             \
+    "  --model PATH      GGUF file, Hugging Face directory, or dummy:SHAPE (random weights of a\n" \
+    "                    configs/models shape, no tokenizer) (default: the installed "             \
     "SmolLM2-135M)\n"                                                                              \
     "  --threads N       compute threads (default: all cores)\n"                                   \
     "  --dtype T         weight storage: f32 (default), f16, bf16\n"                               \

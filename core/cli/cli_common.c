@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "offload/modelshape.h"
 
 void ig_cli_common_init(ig_cli_common *c) {
     memset(c, 0, sizeof *c);
@@ -97,6 +98,15 @@ ig_model *ig_cli_load_model(const ig_cli_common *c) {
     ig_backend_select(c->backend, &bi);
     ig_model_load_opts o = {c->dtype, c->quiet};
     ig_model *m = NULL;
+    if (!strncmp(path, "dummy:", 6)) { /* dummy:SHAPE: random weights of a configs/models shape */
+        ig_model_shape shape;
+        if (ig_model_shape_open(path + 6, &shape, &err) != IG_OK ||
+            ig_model_create_dummy(&shape.config, c->dtype, 1234, path + 6, &m, &err) != IG_OK) {
+            fprintf(stderr, "igen: %s\n", err.msg);
+            return NULL;
+        }
+        return m;
+    }
     if (ig_model_load(path, &o, &m, &err) != IG_OK) {
         fprintf(stderr, "igen: %s\n", err.msg);
         return NULL;

@@ -123,6 +123,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
         return IG_EXIT_ERROR;
     }
     const ig_model_config *cfg = ig_model_get_config(m);
+    if (!ig_model_tokenizer(m)) random_tokens = 1; /* dummy weights: token ids only */
     int rc = IG_EXIT_ERROR;
     ig_error err;
     ig_error_clear(&err);

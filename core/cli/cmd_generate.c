@@ -138,6 +138,14 @@ int ig_cmd_generate(int argc, char **argv) {
     ig_model *m = ig_cli_load_model(&com);
     if (!m) return IG_EXIT_ERROR;
     const ig_tokenizer *tok = ig_model_tokenizer(m);
+    if (!tok) {
+        fprintf(stderr,
+                "igen generate: %s has no tokenizer (dummy weights): use 'igen "
+                "bench-decode --random' for speed\n",
+                ig_model_name(m));
+        ig_model_free(m);
+        return IG_EXIT_ERROR;
+    }
     const ig_model_config *cfg = ig_model_get_config(m);
     ig_error err;
     ig_error_clear(&err);

@@ -62,6 +62,10 @@ static ig_model *model_get(const ig_exp_point *pt, ig_error *err) {
 static const int32_t *text_ids(const ig_exp_point *pt, ig_model *m, size_t *n, ig_error *err) {
     char def[4096];
     const char *path = pt->text_path;
+    if (!ig_model_tokenizer(m)) { /* dummy weights: random prompts (ppl says why it cannot run) */
+        *n = 0;
+        return NULL;
+    }
     if (!path) {
         snprintf(def, sizeof def, "%s/../shared/data/wikitext-2-raw/wiki.test.raw", IG_SOURCE_DIR);
         if (!ig_path_exists(def)) {
@@ -298,7 +302,11 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
     const int32_t *ids = text_ids(pt, m, &n_ids, err);
     if (!ids)
         return err->code ? err->code
-                         : ig_error_set(err, IG_ERR_INVALID_ARG, "ppl needs workload.text");
+               : !ig_model_tokenizer(m)
+                   ? ig_error_set(err, IG_ERR_UNSUPPORTED,
+                                  "ppl needs a tokenizer; %s has none (dummy weights)",
+                                  ig_model_name(m))
+                   : ig_error_set(err, IG_ERR_INVALID_ARG, "ppl needs workload.text");
     ig_cli_policy pol;
     if (policy_setup(pt, &pol, err) != 0) return err->code;
     int batch = pt->batch < pt->ppl_windows ? pt->batch : pt->ppl_windows;

@@ -306,6 +306,13 @@ static ig_status check_special(vcx *c, exp_node *v, const exp_field *f, const ch
     }
     case CK_MODEL:
         if (!strcmp(v->str, "default") || c->e->mode == IG_EXP_MODELED) return IG_OK;
+        if (!strncmp(v->str, "dummy:", 6)) { /* random weights of a shape: the shape must load */
+            ig_model_shape shape;
+            ig_error e2;
+            if (ig_model_shape_open(v->str + 6, &shape, &e2) != IG_OK)
+                return fail(c, v->loc, path, "%s: %s", v->str, e2.msg);
+            return IG_OK;
+        }
         if (!find_path(c->e, v->str, 1, buf, sizeof buf))
             return fail(c, v->loc, path,
                         "model '%s' not found (a GGUF file or a Hugging Face directory; relative "

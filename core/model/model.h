@@ -72,6 +72,10 @@ typedef struct ig_model_load_opts {
 ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_model **out,
                         ig_error *err);
 void ig_model_free(ig_model *m);
+/* A model of configuration c with seeded pseudo-random weights (FlexGen's dummy weights) stored in
+ * dtype, named "dummy:NAME"; it has no tokenizer (ig_model_tokenizer returns NULL). */
+ig_status ig_model_create_dummy(const ig_model_config *c, ig_dtype dtype, uint64_t seed,
+                                const char *name, ig_model **out, ig_error *err);
 
 const ig_model_config *ig_model_get_config(const ig_model *m);
 const ig_layer *ig_model_layer(const ig_model *m, int i);

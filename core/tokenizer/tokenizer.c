@@ -312,7 +312,7 @@ int32_t ig_tokenizer_eos(const ig_tokenizer *tok) {
     return tok->eos;
 }
 int ig_tokenizer_adds_bos(const ig_tokenizer *tok) {
-    return tok->adds_bos;
+    return tok ? tok->adds_bos : 0;
 }
 
 const char *ig_tokenizer_token_bytes(const ig_tokenizer *tok, int32_t id, size_t *len) {
@@ -1092,6 +1092,10 @@ ig_status ig_tokenizer_encode(const ig_tokenizer *tok, const char *text, size_t 
                               int32_t **ids, size_t *n_ids, ig_error *err) {
     *ids = NULL;
     *n_ids = 0;
+    if (!tok)
+        return ig_error_set(err, IG_ERR_UNSUPPORTED,
+                            "this model has no tokenizer (dummy weights): it takes token ids "
+                            "only (random prompts)");
     if (!text && len) return ig_error_set(err, IG_ERR_INVALID_ARG, "tokenizer: NULL text");
     size_t bad = ig_tok_utf8_check(text, len);
     if (bad != len)
