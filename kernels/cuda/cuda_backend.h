@@ -18,12 +18,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
-#include "core/status.h"
-
+/* core/ headers are plain C without linkage blocks: give them C linkage from C++ (.cu) too. */
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "core/dtype.h"
+#include "core/status.h"
 
 typedef struct CUstream_st *ig_cuda_stream_t; /* == cudaStream_t; NULL is the legacy stream */
 typedef struct CUevent_st *ig_cuda_event_t;   /* == cudaEvent_t */

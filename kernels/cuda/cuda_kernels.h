@@ -15,13 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
-#include "core/status.h"
-#include "kernels/cuda/cuda_backend.h"
-
+/* core/ headers are plain C without linkage blocks: give them C linkage from C++ (.cu) too. */
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "kernels/cuda/cuda_backend.h"
 
 /* ---- norms (rmsnorm.cu, layernorm.cu) ---------------------------------------------------------
  */

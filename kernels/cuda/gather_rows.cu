@@ -44,8 +44,8 @@ extern "C" ig_status ig_cuda_gather_rows(void *dst, int64_t dst_table_stride, co
     IG_CU_ARG(tables >= 0 && tables <= 65535 && row_bytes > 0, err, fn);
     IG_CU_ARG(idx_stride >= 0 && src_row_stride >= (int64_t)row_bytes, err, fn);
     IG_CU_ARG(dst_table_stride >= idx_stride * (int64_t)row_bytes, err, fn);
-    IG_CU_ARG(idx != NULL && n_sel != NULL, err, fn);
     if (tables == 0 || idx_stride == 0) return IG_OK;
+    IG_CU_ARG(idx != NULL && n_sel != NULL, err, fn);
     /* the widest piece that divides every address and stride */
     uint64_t a = (uint64_t)(uintptr_t)dst | (uint64_t)(uintptr_t)src | (uint64_t)dst_table_stride |
                  (uint64_t)src_table_stride | (uint64_t)src_row_stride | (uint64_t)row_bytes;

@@ -242,8 +242,8 @@ extern "C" ig_status ig_cuda_sample(const float *logits, int64_t ld, int rows, i
                                     ig_cuda_stream_t s, ig_error *err) {
     IG_CU_ARG(rows >= 0 && n > 0 && n <= 2147483647 && ld >= n, err, "ig_cuda_sample");
     int greedy = !(temperature > 0.0f) || !(top_p > 0.0f);
-    IG_CU_ARG(greedy || u != NULL, err, "ig_cuda_sample");
     if (rows == 0) return IG_OK;
+    IG_CU_ARG(greedy || u != NULL, err, "ig_cuda_sample");
     if (greedy) return ig_cuda_argmax(logits, ld, rows, n, out, s, err);
     sample_kernel<<<(unsigned)rows, SAMPLE_BLOCK, 0, s>>>(logits, ld, n, temperature, top_p, u,
                                                           out);
