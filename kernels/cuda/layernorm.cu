@@ -2,8 +2,9 @@
  * ig_cpu_layernorm: y = (x - mean) / sqrt(var + eps) * w + b, biased variance. */
 #include "kernels/cuda/cuda_common.cuh"
 
-static __global__ void layernorm_kernel(const float *x, const float *w, const float *b, int64_t dim,
-                                        float eps, float *y) {
+static __global__ void __launch_bounds__(1024)
+    layernorm_kernel(const float *x, const float *w, const float *b, int64_t dim, float eps,
+                     float *y) {
     __shared__ double sh[32];
     const float *xr = x + (int64_t)blockIdx.x * dim;
     float *yr = y + (int64_t)blockIdx.x * dim;

@@ -2,8 +2,8 @@
  * ig_cpu_rmsnorm (the sum of squares in f32, reduced in a different order). */
 #include "kernels/cuda/cuda_common.cuh"
 
-static __global__ void rmsnorm_kernel(const float *x, const float *w, int64_t dim, float eps,
-                                      float *y) {
+static __global__ void __launch_bounds__(1024)
+    rmsnorm_kernel(const float *x, const float *w, int64_t dim, float eps, float *y) {
     __shared__ float sh[32];
     const float *xr = x + (int64_t)blockIdx.x * dim;
     float *yr = y + (int64_t)blockIdx.x * dim;

@@ -47,7 +47,8 @@ static __device__ int64_t block_argmax(const float *xr, int64_t n, float *shv, i
     return bi == INT64_MAX ? 0 : bi; /* every entry NaN: index 0 wins the ties */
 }
 
-static __global__ void argmax_kernel(const float *logits, int64_t ld, int64_t n, int32_t *out) {
+static __global__ void __launch_bounds__(SAMPLE_BLOCK)
+    argmax_kernel(const float *logits, int64_t ld, int64_t n, int32_t *out) {
     __shared__ float shv[32];
     __shared__ int64_t shi[32];
     int64_t best = block_argmax(logits + (int64_t)blockIdx.x * ld, n, shv, shi);
@@ -182,8 +183,9 @@ static __device__ void walk(const float *xr, int64_t n, float T, float mx, int a
     __syncthreads();
 }
 
-static __global__ void sample_kernel(const float *logits, int64_t ld, int64_t n, float T,
-                                     float top_p, const double *u, int32_t *out) {
+static __global__ void __launch_bounds__(SAMPLE_BLOCK)
+    sample_kernel(const float *logits, int64_t ld, int64_t n, float T, float top_p, const double *u,
+                  int32_t *out) {
     __shared__ float shv[32];
     __shared__ int64_t shi[32];
     __shared__ double shd[32];

@@ -2,7 +2,7 @@
  * becomes 0. One block per row. */
 #include "kernels/cuda/cuda_common.cuh"
 
-static __global__ void softmax_kernel(float *x, int64_t n) {
+static __global__ void __launch_bounds__(1024) softmax_kernel(float *x, int64_t n) {
     __shared__ float sh[32];
     float *xr = x + (int64_t)blockIdx.x * n;
     float m = -CUDART_INF_F;

@@ -6,9 +6,9 @@
 
 #define TOPK_BLOCK 512
 
-static __global__ void topk_kernel(const float *x, int64_t ldx, int64_t n, const int32_t *n_rows,
-                                   int64_t k, const int32_t *k_rows, int32_t *idx, int64_t ld_idx,
-                                   int32_t *counts) {
+static __global__ void __launch_bounds__(TOPK_BLOCK)
+    topk_kernel(const float *x, int64_t ldx, int64_t n, const int32_t *n_rows, int64_t k,
+                const int32_t *k_rows, int32_t *idx, int64_t ld_idx, int32_t *counts) {
     __shared__ int hist[256];
     __shared__ int sh[32];
     __shared__ uint32_t s_prefix;
