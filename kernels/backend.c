@@ -7,7 +7,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #ifdef IG_HAVE_CUDA
-int ig_cuda_probe_devices(char *why, size_t why_len, char *name, size_t name_len, size_t *mem);
+#include "kernels/cuda/cuda_backend.h"
 #endif
 
 int ig_backend_cuda_compiled(void) {
@@ -24,14 +24,13 @@ const char *ig_backend_name(ig_backend_kind k) {
 
 int ig_backend_cuda_probe(char *why, size_t why_len, ig_backend_info *info) {
 #ifdef IG_HAVE_CUDA
-    char name[128] = "";
-    size_t mem = 0;
-    int n = ig_cuda_probe_devices(why, why_len, name, sizeof name, &mem);
+    ig_cuda_info ci;
+    int n = ig_cuda_probe(&ci, why, why_len);
     if (n > 0 && info) {
         memset(info, 0, sizeof *info);
         info->kind = IG_BACKEND_CUDA;
-        snprintf(info->device_name, sizeof info->device_name, "%s", name);
-        info->device_mem_bytes = mem;
+        snprintf(info->device_name, sizeof info->device_name, "%.127s", ci.name);
+        info->device_mem_bytes = ci.total_mem;
         info->async_copies = 1;
         info->pinned_host = 1;
     }

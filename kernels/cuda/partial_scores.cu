@@ -1,0 +1,91 @@
+/* InfiniGen's partial attention scores over column-major partial key tables, many tables per
+ * launch (ig_cpu_partial_scores per table): grid (entry blocks, tables), a thread per entry, the
+ * table's query rows in shared memory, each key column read once, coalesced along entries. */
+#include "kernels/cuda/cuda_common.cuh"
+
+#define PS_MAX_ROWS 16
+#define PS_BLOCK    256
+
+/* Max for floats through integer atomics, correct for any mix of signs when the target starts at
+ * -inf: non-negative values (sign bit clear) order like signed ints, negative ones reversed like
+ * unsigned ints. */
+static __device__ __forceinline__ void atomic_max_f32(float *addr, float v) {
+    if (v != v) return;
+    if (!signbit(v))
+        atomicMax((int *)addr, __float_as_int(v));
+    else
+        atomicMin((unsigned *)addr, __float_as_uint(v));
+}
+
+static __global__ void fill_kernel(float *x, int64_t n, float v) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = v;
+}
+
+template <typename T>
+static __global__ void partial_scores_kernel(const T *keys, int64_t ld, int64_t keys_stride, int kc,
+                                             int64_t n, const float *q, int64_t ldq,
+                                             int64_t q_stride, int nq, float *out, int64_t ldo,
+                                             int64_t out_stride, float *col_max, int64_t cm_stride,
+                                             float *row_max) {
+    extern __shared__ float sq[]; /* [nq][kc] */
+    __shared__ float red[32];
+    int64_t t = blockIdx.y;
+    const T *kt = keys + t * keys_stride;
+    const float *qt = q + t * q_stride;
+    for (int i = threadIdx.x; i < nq * kc; i += blockDim.x) sq[i] = qt[(i / kc) * ldq + i % kc];
+    __syncthreads();
+    int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    float acc[PS_MAX_ROWS];
+#pragma unroll
+    for (int h = 0; h < PS_MAX_ROWS; h++) acc[h] = 0.0f;
+    if (e < n)
+        for (int j = 0; j < kc; j++) {
+            float kv = (float)kt[(int64_t)j * ld + e];
+#pragma unroll
+            for (int h = 0; h < PS_MAX_ROWS; h++)
+                if (h < nq) acc[h] += sq[h * kc + j] * kv;
+        }
+    float cm = -CUDART_INF_F;
+    float *ot = out + t * out_stride;
+    for (int h = 0; h < nq; h++) {
+        if (e < n) {
+            ot[h * ldo + e] = acc[h];
+            cm = fmaxf(cm, acc[h]);
+        }
+        float bm = ig_block_reduce(e < n ? acc[h] : -CUDART_INF_F, red, ig_op_max(), -CUDART_INF_F);
+        if (threadIdx.x == 0) atomic_max_f32(row_max + t * nq + h, bm);
+    }
+    if (col_max && e < n) col_max[t * cm_stride + e] = cm;
+}
+
+extern "C" ig_status ig_cuda_partial_scores(const void *keys, ig_dtype kt, int64_t ld,
+                                            int64_t keys_stride, int kc, int64_t n, const float *q,
+                                            int64_t ldq, int64_t q_stride, int nq, float *out,
+                                            int64_t ldo, int64_t out_stride, float *col_max,
+                                            int64_t cm_stride, float *row_max, int tables,
+                                            ig_cuda_stream_t s, ig_error *err) {
+    const char *fn = "ig_cuda_partial_scores";
+    IG_CU_ARG(kt == IG_DTYPE_F32 || kt == IG_DTYPE_F16, err, fn);
+    IG_CU_ARG(nq >= 1 && nq <= PS_MAX_ROWS && kc >= 0 && kc <= 512, err, fn);
+    IG_CU_ARG(n >= 0 && ld >= n && ldo >= n && ldq >= kc, err, fn);
+    IG_CU_ARG(tables >= 0 && tables <= 65535, err, fn);
+    IG_CU_ARG(!col_max || cm_stride >= n, err, fn);
+    if (tables == 0) return IG_OK;
+    fill_kernel<<<ig_grid((int64_t)tables * nq, 256), 256, 0, s>>>(row_max, (int64_t)tables * nq,
+                                                                   -INFINITY);
+    IG_TRY(IG_CU_LAUNCHED(err, "fill_kernel"));
+    if (n == 0) return IG_OK;
+    dim3 grid(ig_grid(n, PS_BLOCK), (unsigned)tables);
+    size_t shm = (size_t)nq * (size_t)kc * sizeof(float);
+    if (kt == IG_DTYPE_F32)
+        partial_scores_kernel<float><<<grid, PS_BLOCK, shm, s>>>(
+            (const float *)keys, ld, keys_stride, kc, n, q, ldq, q_stride, nq, out, ldo, out_stride,
+            col_max, cm_stride, row_max);
+    else
+        partial_scores_kernel<__half><<<grid, PS_BLOCK, shm, s>>>(
+            (const __half *)keys, ld, keys_stride, kc, n, q, ldq, q_stride, nq, out, ldo,
+            out_stride, col_max, cm_stride, row_max);
+    return IG_CU_LAUNCHED(err, "partial_scores_kernel");
+}
