@@ -165,3 +165,28 @@ int main(int argc, char **argv) {
     if (g_skipped) printf("note: part of this program was skipped: %s\n", g_skip_why);
     return 0;
 }
+
+const char *ig_test_fresh_dir(const char *name) {
+    static char buf[4][8192];
+    static int k;
+    char *b = buf[k++ % 4];
+    snprintf(b, sizeof buf[0], "%s/%s", ig_test_tmpdir(), name);
+    char cmd[8300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", b);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    return b;
+}
+
+char *ig_test_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    size_t got = s ? fread(s, 1, (size_t)n, f) : 0;
+    if (s) s[got] = '\0';
+    fclose(f);
+    if (len) *len = got;
+    return s;
+}

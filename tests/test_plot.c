@@ -15,31 +15,8 @@
 #include "core/exp/results.h"
 #include "tests/test_util.h"
 
-/* A fresh directory under the test's scratch directory. */
-static const char *fresh_dir(const char *name) {
-    static char buf[4][4096];
-    static int k;
-    char *b = buf[k++ % 4];
-    snprintf(b, sizeof buf[0], "%s/%s", ig_test_tmpdir(), name);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", b);
-    CU_ASSERT_EQUAL(system(cmd), 0);
-    return b;
-}
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    if (len) *len = got;
-    return s;
-}
+#define fresh_dir ig_test_fresh_dir
+#define slurp     ig_test_slurp
 
 static int count_lines(const char *s) {
     int n = 0;

@@ -19,16 +19,7 @@
 static char g_dir[4096], g_text[4200];
 
 static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
+    return ig_test_slurp(path, NULL);
 }
 
 static void write_file(const char *path, const char *text) {

@@ -31,6 +31,11 @@ typedef struct ig_test_run {
 } ig_test_run;
 void ig_test_igen(ig_test_run *r, const char *env, const char *args);
 
+/* A fresh (removed, not created) path NAME under the scratch directory; the last 4 stay valid. */
+const char *ig_test_fresh_dir(const char *name);
+/* The whole file, NUL-terminated, malloc'd (NULL if it cannot be read); *len its size if len. */
+char *ig_test_slurp(const char *path, size_t *len);
+
 #define IG_ASSERT_NEAR(a, b, tol) CU_ASSERT(fabs((double)(a) - (double)(b)) <= (tol))
 
 #endif
