@@ -196,23 +196,14 @@ ig_status ig_hostmem_alloc(const ig_topo *t, ig_numa_mode mode, const int *nodes
         warn_unbound_once(h->unbound_reason);
     }
 
-#ifdef IG_HAVE_CUDA
-    /* ---- CUDA build: register the range for DMA here. ----
-     * cudaHostRegister(h->ptr, h->mapped, cudaHostRegisterPortable) lets the copy engines read
-     * and write these pages directly, keeping their NUMA placement (cudaMallocHost would not).
-     * On failure keep the memory, log once and leave dma_registered = 0 (transfers then go
-     * through pinned staging buffers); ig_hostmem_free must cudaHostUnregister before releasing.
-     * Not implemented yet: it belongs to the CUDA transfer path. */
-#endif
+    /* CUDA builds: the KV home registers its rows pinned+mapped itself (ig_kv_home_cuda_map, when
+     * the engine runs on CUDA), with cudaHostRegister, which keeps this NUMA placement. */
     *out = h;
     return IG_OK;
 }
 
 void ig_hostmem_free(ig_hostmem *h) {
     if (!h) return;
-#ifdef IG_HAVE_CUDA
-        /* CUDA build: if (h->dma_registered) cudaHostUnregister(h->ptr); (see ig_hostmem_alloc). */
-#endif
     if (h->hw)
         hwloc_free(h->hw, h->ptr, h->mapped);
     else

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "kernels/backend.h"
 #include "tests/test_util.h"
 
 typedef ig_test_run run_out;
@@ -226,6 +227,40 @@ static void test_offload(void) {
     free(r);
 }
 
+/* Without a usable GPU (or without CUDA compiled in), --backend cuda says so in one line and runs
+ * on the CPU: the same tokens as --backend cpu. On a GPU machine the CUDA run is compared in
+ * test_cuda_engine instead. */
+static void test_backend_fallback(void) {
+    char why[512];
+    ig_backend_info bi;
+    if (ig_backend_cuda_probe(why, sizeof why, &bi) > 0) return; /* a GPU: not this test's case */
+    run_out *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    const char *args = "generate --prompt 'the cat' --prompt 'a dog' -n 6 --ignore-eos --json "
+                       "--quiet --backend %s";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, args, "cpu");
+    run(a, cmd);
+    snprintf(cmd, sizeof cmd, args, "cuda");
+    run(b, cmd);
+    CU_ASSERT_EQUAL(a->status, 0);
+    CU_ASSERT_EQUAL(b->status, 0);
+    /* one line on stderr, naming the CPU; none for --backend cpu */
+    CU_ASSERT_EQUAL(a->err[0], 0);
+    size_t lines = 0;
+    for (const char *p = b->err; *p; p++) lines += *p == '\n';
+    CU_ASSERT_EQUAL(lines, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(b->err, "CPU"));
+    json_object *oa = json_tokener_parse(a->out), *ob = json_tokener_parse(b->out);
+    json_object *sa = NULL, *sb = NULL;
+    CU_ASSERT(oa && json_object_object_get_ex(oa, "sequences", &sa));
+    CU_ASSERT(ob && json_object_object_get_ex(ob, "sequences", &sb));
+    CU_ASSERT(sa && sb && !strcmp(json_object_to_json_string(sa), json_object_to_json_string(sb)));
+    json_object_put(oa);
+    json_object_put(ob);
+    free(a);
+    free(b);
+}
+
 static void test_generate(void) {
     run_out *a = malloc(sizeof *a), *b = malloc(sizeof *b), *c = malloc(sizeof *c);
     run(a, "generate --prompt 'the cat' --prompt 'a much longer prompt about the dog' -n 8 "
@@ -264,5 +299,6 @@ void ig_test_register(void) {
     CU_add_test(s, "ppl_errors", test_ppl_errors);
     CU_add_test(s, "ppl_json", test_ppl_json);
     CU_add_test(s, "generate", test_generate);
+    CU_add_test(s, "backend_fallback", test_backend_fallback);
     CU_add_test(s, "offload", test_offload);
 }

@@ -221,6 +221,27 @@ static void test_set(void) {
     }
 }
 
+/* backend and placement.kv_access: resolved into the point (defaults cpu and auto). */
+static void test_backend(void) {
+    ig_exp *e = load("exp/good/backend.yaml", NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(ig_exp_n_points(e), 2);
+    ig_exp_point p;
+    CU_ASSERT_EQUAL(ig_exp_point_get(e, 0, &p), IG_OK);
+    CU_ASSERT_STRING_EQUAL(p.backend, "cuda");
+    CU_ASSERT_STRING_EQUAL(p.kv_access, "copy");
+    CU_ASSERT_EQUAL(ig_exp_point_get(e, 1, &p), IG_OK);
+    CU_ASSERT_STRING_EQUAL(p.kv_access, "cpu");
+    CU_ASSERT(p.kv.cpu == 100);
+    ig_exp_free(e);
+    e = load("exp/good/minimal.yaml", NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(ig_exp_point_get(e, 0, &p), IG_OK);
+    CU_ASSERT_STRING_EQUAL(p.backend, "cpu");
+    CU_ASSERT_STRING_EQUAL(p.kv_access, "auto");
+    ig_exp_free(e);
+}
+
 static void test_defaults(void) {
     ig_exp *e = load("exp/good/minimal.yaml", NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
@@ -231,10 +252,12 @@ static void test_defaults(void) {
     char *canon = ig_exp_canonical_json(ig_exp_point_config(e, 0));
     CU_ASSERT_PTR_NOT_NULL_FATAL(canon);
     const char *want =
-        "{\"hardware\":null,\"metrics\":[\"throughput\"],\"mode\":\"measured\",\"model\":{"
+        "{\"backend\":\"cpu\",\"hardware\":null,\"metrics\":[\"throughput\"],\"mode\":\"measured\","
+        "\"model\":{"
         "\"dtype\":\"f32\",\"path\":\"default\",\"shape\":null},\"name\":\"minimal\",\"output\":"
         "\"results/minimal\",\"placement\":{\"activations\":{\"cpu\":0.0,\"gpu\":100.0},\"disk_"
-        "dir\":null,\"gpu_batch_size\":0,\"kv\":{\"cpu\":0.0,\"gpu\":100.0},\"link\":null,\"num_"
+        "dir\":null,\"gpu_batch_size\":0,\"kv\":{\"cpu\":0.0,\"gpu\":100.0},\"kv_access\":\"auto\","
+        "\"link\":null,\"num_"
         "gpu_batches\":1,\"numa\":\"local\",\"overlap\":true,\"weights\":{\"cpu\":0.0,\"gpu\":100."
         "0}},\"policy\":{\"name\":\"full\",\"params\":{}},\"threads\":0,\"workload\":{\"batch\":2,"
         "\"gen_len\":32,\"ppl\":{\"ctx\":1024,\"prefill\":256,\"windows\":2},\"prompt_len\":512,"
@@ -504,6 +527,7 @@ void ig_test_register(void) {
     CU_add_test(s, "zip", test_zip);
     CU_add_test(s, "set", test_set);
     CU_add_test(s, "defaults", test_defaults);
+    CU_add_test(s, "backend", test_backend);
     CU_add_test(s, "keys", test_keys);
     CU_add_test(s, "references", test_references);
     CU_add_test(s, "print_points", test_print_points);

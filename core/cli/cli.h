@@ -9,6 +9,7 @@
 #include "core/engine/engine.h"
 #include "core/model/model.h"
 #include "core/status.h"
+#include "kernels/backend.h"
 #include "offload/link.h"
 #include "offload/plan.h"
 #include "policies/policy.h"
@@ -89,8 +90,9 @@ enum {
     "  --policy NAME     KV-cache policy (see 'igen policies'); default: none (dense f32 cache)\n" \
     "  --set KEY=VALUE   a policy parameter (repeatable)\n"                                        \
     "  --kv-dtype T      KV rows in the home tier: f32 (default) or f16\n"                         \
-    "  --kv-access A     auto (default), inplace (attend where the rows live) or copy (gather\n"   \
-    "                    into a working set first, as a GPU run does)\n"                           \
+    "  --kv-access A     auto (default), inplace (attend where the rows live), copy (gather\n"     \
+    "                    into a working set first, as a GPU run does) or cpu (decode attention\n"  \
+    "                    on the CPU over the host-resident cache: FlexGen's cpu_cache_compute)\n"  \
     "  --recall          measure the recall of each selection against the exact top-k\n"
 
 void ig_cli_policy_init(ig_cli_policy *p);
@@ -182,6 +184,12 @@ void ig_cli_common_init(ig_cli_common *c);
 int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg);
 /* Loads the model named by the options (or the default one); prints the error and returns NULL. */
 ig_model *ig_cli_load_model(const ig_cli_common *c);
+/* The backend for a name (auto, cpu, cuda) through ig_backend_select, which prints its one-line
+ * fallback the first time a name falls back; remembered as the one ig_cli_backend returns.
+ * ig_cli_load_model calls it with the --backend value. */
+ig_backend_kind ig_cli_select_backend(const char *name);
+/* The backend chosen last (CPU before any choice): what commands put in ig_engine_opts.backend. */
+ig_backend_kind ig_cli_backend(void);
 /* Prints "igen CMD: message" for an error. */
 void ig_cli_error(const char *cmd, const ig_error *err);
 /* Parses an integer/float option value strictly; prints an error naming the option on failure. */

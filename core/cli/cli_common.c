@@ -80,6 +80,26 @@ int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
     }
 }
 
+static ig_backend_kind g_backend = IG_BACKEND_CPU;
+
+ig_backend_kind ig_cli_select_backend(const char *name) {
+    static char last_name[16];
+    static ig_backend_kind last_kind = IG_BACKEND_CPU;
+    if (!name) name = "auto";
+    if (!last_name[0] || strcmp(last_name, name)) { /* a new name: ask (and maybe print) once */
+        ig_backend_info bi;
+        int k = ig_backend_select(name, &bi);
+        last_kind = k == IG_BACKEND_CUDA ? IG_BACKEND_CUDA : IG_BACKEND_CPU;
+        snprintf(last_name, sizeof last_name, "%s", name);
+    }
+    g_backend = last_kind;
+    return g_backend;
+}
+
+ig_backend_kind ig_cli_backend(void) {
+    return g_backend;
+}
+
 void ig_cli_error(const char *cmd, const ig_error *err) {
     fprintf(stderr, "igen %s: %s\n", cmd, err->msg[0] ? err->msg : ig_status_to_string(err->code));
 }
@@ -94,8 +114,7 @@ ig_model *ig_cli_load_model(const ig_cli_common *c) {
         return NULL;
     }
     if (c->threads > 0) ig_cpu_set_threads(c->threads);
-    ig_backend_info bi;
-    ig_backend_select(c->backend, &bi);
+    ig_cli_select_backend(c->backend);
     ig_model_load_opts o = {c->dtype, c->quiet};
     ig_model *m = NULL;
     if (!strncmp(path, "dummy:", 6)) { /* dummy:SHAPE: random weights of a configs/models shape */

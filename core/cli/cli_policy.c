@@ -38,8 +38,11 @@ int ig_cli_policy_opt(ig_cli_policy *p, int opt, const char *arg) {
             p->kv_access = IG_KV_ACCESS_INPLACE;
         else if (!strcmp(arg, "copy"))
             p->kv_access = IG_KV_ACCESS_COPY;
+        else if (!strcmp(arg, "cpu"))
+            p->kv_access = IG_KV_ACCESS_CPU;
         else {
-            fprintf(stderr, "igen: --kv-access: '%s' is not one of auto, inplace, copy\n", arg);
+            fprintf(stderr, "igen: --kv-access: '%s' is not one of auto, inplace, copy, cpu\n",
+                    arg);
             return -1;
         }
         return 1;
@@ -103,7 +106,7 @@ void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object 
         json_object_new_string(p->params ? ig_policy_params_describe(p->params, buf, sizeof buf)
                                          : ""));
     json_object_object_add(o, "kv_dtype", json_object_new_string(ig_dtype_name(p->kv_dtype)));
-    static const char *acc[] = {"auto", "inplace", "copy"};
+    static const char *acc[] = {"auto", "inplace", "copy", "cpu"};
     json_object_object_add(o, "kv_access", json_object_new_string(acc[p->kv_access]));
     ig_kv_stats s = ig_engine_get_kv_stats(e);
     double tok = (double)s.decode_tokens;

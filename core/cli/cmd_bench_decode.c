@@ -171,6 +171,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
                          .max_batch_tokens = (int)(plen > batch ? plen : batch),
                          .threads = com.threads};
     ig_cli_policy_apply(&pol, &eo);
+    eo.backend = ig_cli_backend();
     if (ig_cli_offload_setup("bench-decode", &off, m, (int)batch, (int)plen, (int)(glen + warmup),
                              &pol, &eo) != 0)
         goto out;

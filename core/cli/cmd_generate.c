@@ -197,7 +197,8 @@ int ig_cmd_generate(int argc, char **argv) {
     ig_engine_opts eo = {.max_seqs = n_seq,
                          .max_ctx = max_prompt + (int)n_new,
                          .max_batch_tokens = batch_tokens,
-                         .threads = com.threads};
+                         .threads = com.threads,
+                         .backend = ig_cli_backend()};
     if (ig_cli_offload_setup("generate", &off, m, n_seq, max_prompt, (int)n_new + 1, NULL, &eo) !=
         0)
         goto out;

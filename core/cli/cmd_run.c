@@ -13,6 +13,7 @@
 #include "core/cli/run.h"
 #include "core/exp/exp.h"
 #include "core/exp/plot.h"
+#include "kernels/backend.h"
 #include "core/exp/results.h"
 #include "core/exp/slurm.h"
 #include "core/log.h"
@@ -122,7 +123,17 @@ static json_object *machine_json(void) {
     }
     json_object_object_add(o, "cpu", json_object_new_string(cpu));
     json_object_object_add(o, "cores", json_object_new_int((int)sysconf(_SC_NPROCESSORS_ONLN)));
-    json_object_object_add(o, "gpu", NULL); /* the CPU backend */
+    /* the GPU a CUDA point may run on (probed once; null without one) */
+    static int probed;
+    static char gpu[128];
+    if (!probed) {
+        probed = 1;
+        char why[256];
+        ig_backend_info bi;
+        if (ig_backend_cuda_compiled() && ig_backend_cuda_probe(why, sizeof why, &bi) > 0)
+            snprintf(gpu, sizeof gpu, "%s", bi.device_name);
+    }
+    json_object_object_add(o, "gpu", gpu[0] ? json_object_new_string(gpu) : NULL);
     return o;
 }
 

@@ -102,6 +102,11 @@ static int policy_setup(const ig_exp_point *pt, ig_cli_policy *pol, ig_error *er
     for (int i = 0; i < pt->n_settings && i < IG_CLI_POLICY_MAX_SETS; i++)
         pol->sets[pol->n_sets++] = pt->settings[i];
     pol->recall = pt->metric_recall;
+    const char *acc = pt->kv_access ? pt->kv_access : "auto";
+    pol->kv_access = !strcmp(acc, "inplace") ? IG_KV_ACCESS_INPLACE
+                     : !strcmp(acc, "copy")  ? IG_KV_ACCESS_COPY
+                     : !strcmp(acc, "cpu")   ? IG_KV_ACCESS_CPU
+                                             : IG_KV_ACCESS_AUTO;
     if (ig_cli_policy_resolve("run", pol) != 0) {
         ig_error_set(err, IG_ERR_INVALID_ARG, "policy %s: bad parameters (see the message above)",
                      pt->policy);
@@ -171,6 +176,7 @@ static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object
     ig_engine_opts eo = {
         .max_seqs = B, .max_ctx = P + G, .max_batch_tokens = P > B ? P : B, .threads = pt->threads};
     ig_cli_policy_apply(&pol, &eo);
+    eo.backend = ig_cli_select_backend(pt->backend ? pt->backend : "cpu");
     st = ig_cli_offload_setup_err("run", &off, m, B, P, G, &pol, &eo, err);
     if (st != IG_OK) {
         if (!err->msg[0]) ig_error_set(err, st, "bad placement (see the message above)");
@@ -179,6 +185,8 @@ static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object
     *link_on = off.active && off.link.on;
     st = ig_engine_create(m, &eo, &e, err);
     if (st != IG_OK) goto out;
+    json_object_object_add(mx, "backend",
+                           json_object_new_string(ig_backend_name(ig_engine_backend(e))));
     { /* warm-up (threads, first touch of the buffers), not timed */
         ig_seq_tokens q = {0, prompt, P < 16 ? P : 16};
         st = ig_engine_forward(e, &q, 1, err);
@@ -317,6 +325,7 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
     if (pt->ppl_prefill > 0 && eo.max_batch_tokens < batch) eo.max_batch_tokens = batch;
     ig_cli_policy_apply(&pol, &eo);
     eo.recall = 0;
+    eo.backend = ig_cli_select_backend(pt->backend ? pt->backend : "cpu");
     ig_engine *e = NULL;
     ig_status st = ig_engine_create(m, &eo, &e, err);
     if (st == IG_OK) {

@@ -18,8 +18,8 @@ static float *alloc_f(size_t n, ig_error *err) {
     return ig_aligned_alloc(n * sizeof(float), err);
 }
 
-ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_engine **out,
-                           ig_error *err) {
+static ig_status create(const ig_model *m, const ig_engine_opts *opts, int cuda, ig_engine **out,
+                        ig_error *err) {
     *out = NULL;
     const ig_model_config *c = ig_model_get_config(m);
     ig_engine_opts o = *opts;
@@ -44,6 +44,15 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
                             "engine: gpu_batch_seqs %d must be >= 0, act_host_seqs %d + "
                             "act_disk_seqs %d at most max_seqs %d (disk ones need a disk tier)",
                             o.gpu_batch_seqs, o.act_host_seqs, o.act_disk_seqs, o.max_seqs);
+    /* CUDA: weights all on the device (uploaded from the model; a weight stream that places
+     * every group on the device is not needed) and activations on the device */
+    if (cuda &&
+        ((o.weights && ig_wstream_host_bytes(o.weights) + ig_wstream_disk_bytes(o.weights) > 0) ||
+         o.act_host_seqs + o.act_disk_seqs > 0))
+        return ig_error_set(err, IG_ERR_UNSUPPORTED,
+                            "CUDA engine: weights streamed from host or disk and activations off "
+                            "the device are not supported");
+    o.backend = cuda ? IG_BACKEND_CUDA : IG_BACKEND_CPU;
     ig_cpu_set_threads(o.threads);
 
     ig_engine *e = ig_calloc(1, sizeof *e, err);
@@ -70,7 +79,7 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
         rc = IG_ERR_NOMEM;
         goto fail;
     }
-    for (int l = 0; l < c->n_layer && !o.policy; l++) {
+    for (int l = 0; l < c->n_layer && !o.policy && !cuda; l++) { /* CUDA: on the device */
         e->k_cache[l] = alloc_f(cache_floats, err);
         e->v_cache[l] = alloc_f(cache_floats, err);
         if (!e->k_cache[l] || !e->v_cache[l]) {
@@ -124,6 +133,10 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
         }
         ig_cpu_rope_table(c->rope_theta, c->rot_dim, o.max_ctx, e->rope_cos, e->rope_sin);
     }
+    if (cuda) {
+        rc = ig_cu_create(e, err);
+        if (rc != IG_OK) goto fail;
+    }
     if (o.policy) {
         rc = ig_kv_run_create(e, err);
         if (rc != IG_OK) goto fail;
@@ -135,8 +148,24 @@ fail:
     return rc;
 }
 
+ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_engine **out,
+                           ig_error *err) {
+    if (opts->backend != IG_BACKEND_CUDA) return create(m, opts, 0, out, err);
+    ig_status rc = create(m, opts, 1, out, err);
+    if (rc == IG_OK || rc == IG_ERR_INVALID_ARG || rc == IG_ERR_CAPACITY)
+        return rc; /* bad options fail the same on the CPU */
+    IG_WARN("%s: running on the CPU", err->msg[0] ? err->msg : ig_status_to_string(rc));
+    ig_error_clear(err);
+    return create(m, opts, 0, out, err);
+}
+
+ig_backend_kind ig_engine_backend(const ig_engine *e) {
+    return e->cu ? IG_BACKEND_CUDA : IG_BACKEND_CPU;
+}
+
 void ig_engine_free(ig_engine *e) {
     if (!e) return;
+    ig_cu_free(e->cu); /* first: waits for gathers reading the KV home it then unregisters */
     ig_kv_run_free(e->kv);
     if (e->k_cache)
         for (int l = 0; l < e->cfg.n_layer; l++) free(e->k_cache[l]);
@@ -379,6 +408,21 @@ static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig
             ig_cpu_add(e->x + (size_t)t * d, e->h, c->d_model);
         }
     }
+    if (e->cu) {
+        IG_TRY(ig_cu_forward(e, gb, err));
+        if (e->kv) {
+            ig_kv_call_end(e);
+            if (ig_kv_run_io_error(e->kv))
+                return ig_error_set(err, IG_ERR_IO, "forward: KV cache: %s",
+                                    ig_kv_run_io_error(e->kv));
+        }
+        for (int s = 0; s < n_seqs; s++) e->seq_len[seqs[s].slot] += seqs[s].n_tokens;
+        double total = ig_time_s() - t_start;
+        e->stats.other_s += total - (e->stats.attention_s - att0);
+        e->stats.forward_calls++;
+        e->stats.tokens += T;
+        return IG_OK;
+    }
     for (int b = 0; b < n_gb; b++) { /* the embeddings go to their home */
         set_gpu_batch(e, b * gb, b * gb + gb < n_seqs ? b * gb + gb : n_seqs);
         IG_TRY(act_move(e, 1, err));
@@ -427,8 +471,25 @@ ig_status ig_engine_forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs,
     return rc;
 }
 
+/* CUDA: the logits come from the device; a device error there (the call has no status) is logged
+ * and leaves NaN logits. */
+static void cu_logits(ig_engine *e, const int64_t *rows, int64_t row0, int64_t n, float *out) {
+    ig_error err;
+    ig_error_clear(&err);
+    double t0 = ig_time_s();
+    if (ig_cu_logits(e, rows, row0, n, out, &err) != IG_OK) {
+        IG_WARN("logits: %s", err.msg);
+        for (int64_t i = 0; i < n * (int64_t)e->cfg.vocab; i++) out[i] = NAN;
+    }
+    e->stats.logits_s += ig_time_s() - t0;
+}
+
 void ig_engine_logits(ig_engine *e, int64_t row0, int64_t n, float *out) {
     IG_ASSERT(row0 >= 0 && n >= 0 && row0 + n <= e->n_rows);
+    if (e->cu) {
+        cu_logits(e, NULL, row0, n, out);
+        return;
+    }
     ig_weight w = ig_model_lm_head(e->model);
     double t0 = ig_time_s();
     ig_cpu_linear(e->hidden + (size_t)row0 * (size_t)e->cfg.d_model, n, w.cols, w.data, w.dtype,
@@ -440,6 +501,11 @@ void ig_engine_logits_rows(ig_engine *e, const int64_t *rows, int64_t n, float *
     /* Gather the rows into the scratch h (free after forward), then one GEMM. */
     size_t d = (size_t)e->cfg.d_model;
     IG_ASSERT(n <= e->opts.max_batch_tokens);
+    if (e->cu) {
+        for (int64_t i = 0; i < n; i++) IG_ASSERT(rows[i] >= 0 && rows[i] < e->n_rows);
+        cu_logits(e, rows, 0, n, out);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         IG_ASSERT(rows[i] >= 0 && rows[i] < e->n_rows);
         memcpy(e->h + (size_t)i * d, e->hidden + (size_t)rows[i] * d, d * sizeof(float));

@@ -10,6 +10,7 @@
 
 #include "core/model/model.h"
 #include "core/status.h"
+#include "kernels/backend.h"
 #include "policies/policy.h"
 
 typedef struct ig_engine ig_engine;
@@ -18,6 +19,10 @@ typedef enum ig_kv_access {
     IG_KV_ACCESS_AUTO = 0,    /* in place where the home rows are f32, else copy */
     IG_KV_ACCESS_INPLACE = 1, /* attention reads the selected home rows where they are */
     IG_KV_ACCESS_COPY = 2,    /* selected rows are copied into a working set first (a GPU run) */
+    /* FlexGen's cpu_cache_compute: decode attention runs on the CPU over the host-resident cache
+     * (in place where the rows are f32); only the query goes down and the attention output back
+     * up, so the KV traffic counted is 4 * n_head * head_dim bytes each way per token and layer. */
+    IG_KV_ACCESS_CPU = 3,
 } ig_kv_access;
 
 typedef struct ig_engine_opts {
@@ -25,6 +30,11 @@ typedef struct ig_engine_opts {
     int max_ctx;          /* tokens per slot */
     int max_batch_tokens; /* new tokens per forward call, all sequences together */
     int threads;          /* <= 0: all cores */
+    /* Where the forward pass runs: IG_BACKEND_CPU (0, the default) or IG_BACKEND_CUDA (weights
+     * uploaded to the GPU as f16, activations and the plain KV cache on the device; with a policy
+     * the KV home stays in host memory, pinned and mapped). A CUDA start-up failure falls back to
+     * the CPU with one line on stderr. Set it from ig_backend_select's answer. */
+    ig_backend_kind backend;
     /* KV policy (NULL: the plain dense f32 cache, no policy machinery). With a policy, the KV cache
      * lives in a home tier (offload/kv_home) and attention runs over the policy's selection. */
     const ig_policy_ops *policy;
@@ -124,6 +134,8 @@ void ig_engine_seq_reset(ig_engine *e, int slot);
 const ig_engine_opts *ig_engine_get_opts(const ig_engine *e);
 const ig_model *ig_engine_model(const ig_engine *e);
 ig_engine_stats ig_engine_get_stats(const ig_engine *e);
+/* The backend the engine runs on (CPU when a CUDA engine fell back at create). */
+ig_backend_kind ig_engine_backend(const ig_engine *e);
 void ig_engine_reset_stats(ig_engine *e);
 ig_kv_stats ig_engine_get_kv_stats(const ig_engine *e);
 /* KV bytes resident now: home tier entries in use, and the working set plus policy metadata that a

@@ -6,6 +6,7 @@
 #include "offload/kv_home.h"
 
 typedef struct ig_kv_run ig_kv_run;
+typedef struct ig_cu_engine ig_cu_engine;
 
 struct ig_engine {
     const ig_model *model;
@@ -34,7 +35,8 @@ struct ig_engine {
     float *act_host; /* [max_batch_tokens][d_model]: host home / disk relay of activations */
     struct ig_disk_file *act_file; /* [max_batch_tokens][d_model] f32: disk home (act_disk_seqs) */
     ig_engine_stats stats;
-    ig_kv_run *kv; /* with a policy */
+    ig_kv_run *kv;    /* with a policy */
+    ig_cu_engine *cu; /* the CUDA backend's state (engine_cuda.c), NULL on the CPU */
 };
 
 ig_status ig_kv_run_create(ig_engine *e, ig_error *err);
@@ -61,5 +63,43 @@ size_t ig_kv_run_home_bytes_slots(const ig_kv_run *r, int slot0, int slot1);
 size_t ig_kv_run_device_bytes(const ig_kv_run *r);
 void *ig_kv_run_policy_state(const ig_kv_run *r);
 size_t ig_kv_run_row_bytes(const ig_kv_run *r);
+
+/* ---- the CUDA backend (engine_cuda.c; without IG_HAVE_CUDA every call fails as unsupported) ----
+ * The host buffers of struct ig_engine stay as host mirrors: the embedding is gathered into e->x on
+ * the host, and with a policy the rows its hooks read (e->h, e->q, e->k, e->v) are copied down
+ * each layer, e->att rows computed on the CPU copied up. */
+ig_status ig_cu_create(ig_engine *e, ig_error *err);
+void ig_cu_free(ig_cu_engine *c);
+/* Runs the layers and the final norm of the call laid out in e (rows, sequences, GPU batches;
+ * e->x holds the embeddings on the host). */
+ig_status ig_cu_forward(ig_engine *e, int gpu_batch_seqs, ig_error *err);
+/* Logits of rows (or row0 .. row0+n-1 when rows is NULL) into host out [n][vocab]. */
+ig_status ig_cu_logits(ig_engine *e, const int64_t *rows, int64_t row0, int64_t n, float *out,
+                       ig_error *err);
+/* KV policy path on the device (engine_kv.c calls these when e->cu and the decode attention runs
+ * on the GPU; the first error is kept and returned by ig_cu_forward). */
+/* Mapped device addresses of the home's K and V rows (the home registered pinned+mapped). */
+ig_status ig_cu_kv_setup(ig_engine *e, ig_kv_home *home, int64_t cap, size_t row_bytes,
+                         ig_error *err);
+/* Queues on the copy stream the gather of `layer`'s selected entries for decode sequences
+ * [i0, i0 + n) of the call (slots[i], selections sel_e / sel_n as engine_kv.c keeps them) into
+ * working-set buffer buf, and records event (q) after it. */
+void ig_cu_kv_gather(ig_engine *e, int layer, int buf, int q, int i0, int n, const int *slots,
+                     const int32_t *sel_e, const int64_t *sel_n);
+/* The compute stream waits for event q (no host block). */
+void ig_cu_kv_wait(ig_engine *e, int q);
+/* Decode attention of decode sequences [i0, i0 + n) (dec[i] = index into e->cur) over working set
+ * buf plus their new rows (through the codec), writing their attention rows on the device.
+ * Synchronises; with want_probs returns their probabilities (host, [n][n_head][probs_stride], valid
+ * until the next call), else NULL (also after an error, kept for ig_cu_forward). */
+const float *ig_cu_kv_decode(ig_engine *e, int buf, int i0, int n, const int *dec, int want_probs,
+                             int64_t probs_stride);
+/* Whether the CUDA engine computes sequence s's prefill attention (a first chunk, no column sums
+ * wanted) on the device, so that engine_kv.c skips it. */
+int ig_cu_prefill_on_device(const ig_engine *e, int s);
+/* Whether the decode attention of the policy path runs on the device (else on the CPU). */
+int ig_kv_run_device_attention(const ig_kv_run *r);
+int ig_kv_run_wants_colsum(const ig_kv_run *r);
+const ig_kv_codec *ig_kv_run_codec(const ig_kv_run *r);
 
 #endif

@@ -35,13 +35,16 @@ typedef struct store_job {
 } store_job;
 
 struct ig_kv_run {
+    ig_engine *e;
     const ig_policy_ops *ops;
     void *st;
     ig_policy_caps caps;
     ig_kv_home *home;
-    int64_t cap; /* entries per (layer, slot, KV head) */
-    int contig;  /* dense, f32 rows, never evicts: plain causal attention over the home table */
-    int inplace; /* sparse attention reads f32 home rows through index lists */
+    int64_t cap;  /* entries per (layer, slot, KV head) */
+    int contig;   /* dense, f32 rows, never evicts: plain causal attention over the home table */
+    int inplace;  /* sparse attention reads f32 home rows through index lists */
+    int dev;      /* CUDA engine: the selected rows are gathered to the GPU, attention runs there */
+    int cpu_attn; /* kv_access cpu (FlexGen's cpu_cache_compute): decode attention on the CPU */
     int L, S, G, H, hd, d;
     int max_new;
     size_t row_bytes;
@@ -113,6 +116,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     ig_kv_run *r = ig_calloc(1, sizeof *r, err);
     if (!r) return IG_ERR_NOMEM;
     e->kv = r;
+    r->e = e;
     r->ops = ops;
     r->L = c->n_layer;
     r->S = o->max_seqs;
@@ -170,6 +174,18 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         if (ops->capacity(r->st, l, o->max_ctx) < o->max_ctx) never_evicts = 0;
     int f32_rows = r->caps.codec.kind == IG_KV_CODEC_F32;
     ig_kv_access acc = o->kv_access;
+    if (acc == IG_KV_ACCESS_CPU) {
+        r->cpu_attn = 1;
+        acc = IG_KV_ACCESS_AUTO;
+    }
+    if (e->cu && !r->cpu_attn) { /* CUDA: the working set is on the device */
+        if (o->kv_disk_slots > 0)
+            return ig_error_set(err, IG_ERR_UNSUPPORTED,
+                                "CUDA engine: KV homed on disk is not supported (use the CPU, or "
+                                "kv_access cpu)");
+        r->dev = 1;
+        acc = IG_KV_ACCESS_COPY;
+    }
     if (o->kv_disk_slots > 0) { /* rows on disk have no address: attention reads a working set */
         if (acc == IG_KV_ACCESS_INPLACE)
             return ig_error_set(err, IG_ERR_INVALID_ARG,
@@ -193,7 +209,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         r->sel_n[b] = ig_calloc(S * G, sizeof(int64_t), err);
         r->sel_ok[b] = ig_calloc(S, 1, err);
         if (!r->sel_e[b] || !r->sel_n[b] || !r->sel_ok[b]) return IG_ERR_NOMEM;
-        if (!r->inplace) {
+        if (!r->inplace && !r->dev) {
             r->ws_k[b] = falloc(S * G * capz * hd, err);
             r->ws_v[b] = falloc(S * G * capz * hd, err);
             if (!r->ws_k[b] || !r->ws_v[b]) return IG_ERR_NOMEM;
@@ -204,6 +220,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
          * threads lose their time slices): by default only start one on a spare core. */
         int threads = o->xfer_threads;
         if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN) > ig_cpu_get_threads() ? 1 : 0;
+        if (r->dev) threads = 0; /* gathers go to the GPU's copy stream; stores stay inline */
         IG_TRY(ig_xfer_create(threads > 0 ? threads : 0, &r->xq, err));
         /* Without a thread a job would run inside submit: the stores stay as they were. */
         r->async_store = threads > 0 && !r->contig;
@@ -253,7 +270,18 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         r->rmark = ig_calloc((size_t)o->max_ctx, 1, err);
         if (!r->shadow_k || !r->rscore || !r->rmark) return IG_ERR_NOMEM;
     }
+    if (r->dev) IG_TRY(ig_cu_kv_setup(e, r->home, cap, r->row_bytes, err));
     return IG_OK;
+}
+
+int ig_kv_run_device_attention(const ig_kv_run *r) {
+    return r->dev;
+}
+int ig_kv_run_wants_colsum(const ig_kv_run *r) {
+    return r->caps.wants_prefill_colsum;
+}
+const ig_kv_codec *ig_kv_run_codec(const ig_kv_run *r) {
+    return &r->caps.codec;
 }
 
 void ig_kv_run_free(ig_kv_run *r) {
@@ -340,6 +368,7 @@ size_t ig_kv_run_device_bytes(const ig_kv_run *r) {
      * policy's capacity, plus the policy's own device metadata. */
     size_t elem = ig_dtype_size(r->kv_dtype); /* a GPU run keeps the working set in the KV dtype */
     size_t ws = 2 * 2 * (size_t)r->S * (size_t)r->G * (size_t)r->cap * (size_t)r->hd * elem;
+    if (r->cpu_attn) ws = 0; /* attention on the CPU: no working set on the device */
     return ws + (r->ops->device_bytes ? r->ops->device_bytes(r->st) : 0);
 }
 
@@ -445,6 +474,12 @@ static void submit_gather(ig_engine *e, int layer) {
     int buf = layer & 1, q = 2 * r->cb + buf, n = r->i1 - r->i0;
     gather_job *j = &r->jobs[q];
     IG_ASSERT(r->ticket[q] == 0 && n <= 256);
+    if (r->dev) { /* on the GPU's copy stream, ordered by event q */
+        ig_cu_kv_gather(e, layer, buf, q, r->i0, n, r->dec_slots + r->i0, r->sel_e[buf],
+                        r->sel_n[buf]);
+        r->ticket[q] = 1;
+        return;
+    }
     j->e = e;
     j->layer = layer;
     j->buf = buf;
@@ -457,6 +492,11 @@ static void submit_gather(ig_engine *e, int layer) {
 static void wait_gather(ig_kv_run *r, int layer) {
     int q = 2 * r->cb + (layer & 1);
     if (!r->ticket[q]) return;
+    if (r->dev) { /* the compute stream waits for the copy stream (no host block) */
+        ig_cu_kv_wait(r->e, q);
+        r->ticket[q] = 0;
+        return;
+    }
     r->stats.transfer_wait_s += ig_xfer_wait(r->xq, r->ticket[q]);
     r->stats.transfer_s += r->jobs[q].seconds;
     r->ticket[q] = 0;
@@ -683,8 +723,10 @@ static void prefill_seq(ig_engine *e, int layer, int s) {
         n_exist = all.n[g];
     }
     int64_t stride = n_exist + q->n_tokens;
+    /* CUDA engine: a first chunk without column sums was computed on the device */
+    int dev_pf = ig_cu_prefill_on_device(e, s);
     double t0 = ig_time_s();
-    for (int g = 0; g < r->G; g++) {
+    for (int g = 0; g < r->G && !dev_pf; g++) {
         float *kd = r->pf_k + (size_t)g * (size_t)stride * hd;
         float *vd = r->pf_v + (size_t)g * (size_t)stride * hd;
         ig_kv_home_read(r->home, layer, q->slot, g, all.entries + (size_t)g * (size_t)r->cap,
@@ -699,7 +741,8 @@ static void prefill_seq(ig_engine *e, int layer, int s) {
     r->stats.transfer_s += ig_time_s() - t0;
     t0 = ig_time_s();
     float *colsum = NULL;
-    if (r->caps.wants_prefill_colsum) {
+    if (dev_pf) {
+    } else if (r->caps.wants_prefill_colsum) {
         colsum = r->colsum;
         memset(colsum, 0, (size_t)r->H * (size_t)stride * sizeof(float));
         ig_cpu_attention_colsum(e->q + r0 * qd, q->n_tokens, n_exist, r->pf_k, r->pf_v, stride,
@@ -762,7 +805,19 @@ static void measure_recall(ig_engine *e, int layer, int s, const ig_selection *s
     r->stats.recall_s += ig_time_s() - t0;
 }
 
-static void decode_seq(ig_engine *e, int layer, int i) {
+/* KV bytes of one decode token's attention (slot homed in host memory): the selected rows to the
+ * GPU, or with kv_access cpu the query down and the attention output up. */
+static void count_h2d(ig_kv_run *r, double selected) {
+    if (r->cpu_attn) {
+        r->stats.h2d_bytes += 4.0 * r->H * r->hd;
+        r->stats.d2h_bytes += 4.0 * r->H * r->hd;
+    } else {
+        r->stats.h2d_bytes += 2.0 * selected * (double)r->row_bytes;
+    }
+}
+
+/* dev_probs: the CUDA engine computed the attention (ig_cu_kv_decode); its probabilities. */
+static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
     ig_kv_run *r = e->kv;
     int s = r->dec[i], slot = e->cur[s].slot, buf = layer & 1;
     const ig_model_config *c = &e->cfg;
@@ -783,8 +838,7 @@ static void decode_seq(ig_engine *e, int layer, int i) {
         r->stats.selected_rows += rows;
         r->stats.resident_rows += rows;
         r->stats.context_rows += (double)e->p0[s] * r->G;
-        if (slot >= e->opts.kv_device_slots)
-            r->stats.h2d_bytes += 2.0 * rows * (double)r->row_bytes;
+        if (slot >= e->opts.kv_device_slots) count_h2d(r, rows);
         r->stats.read_bytes += 2.0 * (rows + r->G) * (double)r->row_bytes;
         if (r->shadow_k) { /* every token attended: the exact top-k is always contained */
             r->stats.recall_sum += r->H;
@@ -799,41 +853,46 @@ static void decode_seq(ig_engine *e, int layer, int i) {
     const float *kb[64], *vb[64];
     const int32_t *idx[64];
     IG_ASSERT(r->G <= 64);
-    for (int g = 0; g < r->G; g++) {
-        if (r->inplace) {
-            kb[g] = ig_kv_home_k_base(r->home, layer, slot, g);
-            vb[g] = ig_kv_home_v_base(r->home, layer, slot, g);
-        } else {
-            size_t off = ((size_t)slot * (size_t)r->G + (size_t)g) * (size_t)r->cap * hd;
-            kb[g] = r->ws_k[buf] + off;
-            vb[g] = r->ws_v[buf] + off;
+    const float *probs = dev_probs;
+    if (!r->dev) { /* else the CUDA engine attended (ig_cu_kv_decode) */
+        for (int g = 0; g < r->G; g++) {
+            if (r->inplace) {
+                kb[g] = ig_kv_home_k_base(r->home, layer, slot, g);
+                vb[g] = ig_kv_home_v_base(r->home, layer, slot, g);
+            } else {
+                size_t off = ((size_t)slot * (size_t)r->G + (size_t)g) * (size_t)r->cap * hd;
+                kb[g] = r->ws_k[buf] + off;
+                vb[g] = r->ws_v[buf] + off;
+            }
+            idx[g] = sel.entries + (size_t)g * (size_t)r->cap;
         }
-        idx[g] = sel.entries + (size_t)g * (size_t)r->cap;
+        /* The new token's rows as attention sees them: through the codec, as a GPU run that stores
+         * them encoded and decodes them inside attention would. */
+        const float *ek = e->k + row * kvd, *ev = e->v + row * kvd;
+        if (!ig_kv_codec_is_exact(&r->caps.codec)) {
+            unsigned char tmp[4096];
+            IG_ASSERT(r->row_bytes * (size_t)r->G <= sizeof tmp);
+            ig_kv_codec_encode(&r->caps.codec, ek, r->G, r->hd, tmp);
+            ig_kv_codec_decode(&r->caps.codec, tmp, r->G, r->hd, r->extra_k);
+            ig_kv_codec_encode(&r->caps.codec, ev, r->G, r->hd, tmp);
+            ig_kv_codec_decode(&r->caps.codec, tmp, r->G, r->hd, r->extra_v);
+            ek = r->extra_k;
+            ev = r->extra_v;
+        }
+        ig_gather_attn a = {r->H,  r->G, r->hd, scale, kb, vb, (int64_t)hd, r->inplace ? idx : NULL,
+                            sel.n, ek,   ev,    1};
+        double t0 = ig_time_s();
+        probs = r->caps.wants_probs ? r->probs : NULL;
+        ig_cpu_attention_gather(&a, e->q + row * qd, r->gws, r->gws_floats,
+                                r->caps.wants_probs ? r->probs : NULL, r->probs_stride,
+                                e->att + row * qd);
+        r->stats.attention_s += ig_time_s() - t0;
     }
-    /* The new token's rows as attention sees them: through the codec, as a GPU run that stores
-     * them encoded and decodes them inside attention would. */
-    const float *ek = e->k + row * kvd, *ev = e->v + row * kvd;
-    if (!ig_kv_codec_is_exact(&r->caps.codec)) {
-        unsigned char tmp[4096];
-        IG_ASSERT(r->row_bytes * (size_t)r->G <= sizeof tmp);
-        ig_kv_codec_encode(&r->caps.codec, ek, r->G, r->hd, tmp);
-        ig_kv_codec_decode(&r->caps.codec, tmp, r->G, r->hd, r->extra_k);
-        ig_kv_codec_encode(&r->caps.codec, ev, r->G, r->hd, tmp);
-        ig_kv_codec_decode(&r->caps.codec, tmp, r->G, r->hd, r->extra_v);
-        ek = r->extra_k;
-        ev = r->extra_v;
-    }
-    ig_gather_attn a = {r->H,  r->G, r->hd, scale, kb, vb, (int64_t)hd, r->inplace ? idx : NULL,
-                        sel.n, ek,   ev,    1};
-    double t0 = ig_time_s();
-    float *probs = r->caps.wants_probs ? r->probs : NULL;
-    ig_cpu_attention_gather(&a, e->q + row * qd, r->gws, r->gws_floats, probs, r->probs_stride,
-                            e->att + row * qd);
-    r->stats.attention_s += ig_time_s() - t0;
     if (probs && r->ops->on_attention) {
+        const float *pr = probs;
         const int32_t *pos[64];
         for (int g = 0; g < r->G; g++) pos[g] = ig_kv_home_pos(r->home, layer, slot, g);
-        ig_attn_view v = {probs, r->probs_stride, sel.entries, sel.n, r->cap, e->p0[s], pos};
+        ig_attn_view v = {pr, r->probs_stride, sel.entries, sel.n, r->cap, e->p0[s], pos};
         r->ops->on_attention(r->st, layer, slot, &v);
     }
     if (r->shadow_k) measure_recall(e, layer, s, &sel);
@@ -842,8 +901,7 @@ static void decode_seq(ig_engine *e, int layer, int i) {
     r->stats.selected_rows += selected;
     r->stats.resident_rows += resident;
     r->stats.context_rows += (double)e->p0[s] * r->G;
-    if (slot >= e->opts.kv_device_slots)
-        r->stats.h2d_bytes += 2.0 * selected * (double)r->row_bytes;
+    if (slot >= e->opts.kv_device_slots) count_h2d(r, selected);
     r->stats.read_bytes += r->inplace ? 2.0 * (selected + r->G) * (double)r->row_bytes
                                       : 2.0 * selected * ((double)r->row_bytes + 4.0 * r->hd) +
                                             2.0 * r->G * 4.0 * r->hd;
@@ -887,7 +945,15 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
         if (!is_decode(e, s)) prefill_seq(e, layer, s);
     /* the batch's previous store job (of the previous layer): its staging is reused below */
     if (n > 0 && r->async_store) wait_store(r, r->cb);
-    for (int i = r->i0; i < r->i1; i++) decode_seq(e, layer, i);
+    if (r->dev && n > 0) { /* one batched attention on the GPU, then the hooks and stores here */
+        const float *pr =
+            ig_cu_kv_decode(e, buf, r->i0, n, r->dec, r->caps.wants_probs, r->probs_stride);
+        size_t per = (size_t)r->H * (size_t)r->probs_stride;
+        for (int i = r->i0; i < r->i1; i++)
+            decode_seq(e, layer, i, pr ? pr + (size_t)(i - r->i0) * per : NULL);
+    } else {
+        for (int i = r->i0; i < r->i1; i++) decode_seq(e, layer, i, NULL);
+    }
     if (n > 0 && r->async_store) submit_store(e, layer);
     if (layer == r->L - 1) r->stats.decode_tokens += n;
 }

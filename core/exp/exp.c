@@ -423,6 +423,8 @@ ig_status ig_exp_point_get(const ig_exp *e, int i, ig_exp_point *out) {
     out->dtype = jstr(c, "model", "dtype", NULL);
     out->hardware_path = resolved(e, ch, "hardware", NULL);
     out->threads = jint(c, "threads", NULL, NULL);
+    out->backend = jstr(c, "backend", NULL, NULL);
+    out->kv_access = jstr(c, "placement", "kv_access", NULL);
     out->weights.gpu = jnum(c, "placement", "weights", "gpu");
     out->weights.cpu = jnum(c, "placement", "weights", "cpu");
     out->kv.gpu = jnum(c, "placement", "kv", "gpu");

@@ -41,6 +41,8 @@ typedef struct ig_exp_point {
     const char *dtype;         /* "f32" | "f16" | "bf16" */
     const char *hardware_path; /* configs/hardware/NAME.yaml resolved, or NULL */
     int threads;               /* 0 = all cores */
+    const char *backend;       /* "cpu" (default) | "cuda" | "auto" (no GPU: the CPU, one line) */
+    const char *kv_access;     /* placement.kv_access: "auto" | "inplace" | "copy" | "cpu" */
     struct {
         double gpu, cpu; /* percent; disk = 100 - gpu - cpu */
     } weights, kv, activations;

@@ -19,6 +19,8 @@
 
 static const char *const k_modes[] = {"measured", "modeled", NULL};
 static const char *const k_dtypes[] = {"f32", "f16", "bf16", NULL};
+static const char *const k_backends[] = {"cpu", "cuda", "auto", NULL};
+static const char *const k_kv_access[] = {"auto", "inplace", "copy", "cpu", NULL};
 const char *const exp_metric_names[] = {"throughput", "ppl", "recall", "bytes", NULL};
 
 static const exp_field k_group[] = {
@@ -41,6 +43,7 @@ static const exp_field k_placement[] = {
     {"numa", F_STR, "local", 0, 0, 0, CK_NUMA, NULL, NULL},
     {"disk_dir", F_STR, NULL, 0, 0, 0, CK_NONE, NULL, NULL},
     {"overlap", F_BOOL, "true", 0, 0, 0, CK_NONE, NULL, NULL},
+    {"kv_access", F_ENUM, "auto", 0, 0, 0, CK_NONE, k_kv_access, NULL},
     {"link", F_MAP, NULL, 0, 0, FL_OPTMAP, CK_NONE, NULL, k_link},
     {NULL, 0, NULL, 0, 0, 0, CK_NONE, NULL, NULL},
 };
@@ -70,6 +73,7 @@ const exp_field exp_schema_top[] = {
     {"model", F_MAP, NULL, 0, 0, 0, CK_NONE, NULL, k_model},
     {"hardware", F_STR, NULL, 0, 0, 0, CK_HW, NULL, NULL},
     {"threads", F_INT, "0", 0, 65536, 0, CK_NONE, NULL, NULL},
+    {"backend", F_ENUM, "cpu", 0, 0, 0, CK_NONE, k_backends, NULL},
     {"placement", F_MAP, NULL, 0, 0, 0, CK_NONE, NULL, k_placement},
     {"workload", F_MAP, NULL, 0, 0, 0, CK_NONE, NULL, k_workload},
     {"policies", F_POLICIES, NULL, 0, 0, 0, CK_NONE, NULL, NULL},
