@@ -269,13 +269,15 @@ static int doc_winogrande(json_object *o, eval_doc *d, doc_err *e) {
 
 /* PIQA (piqa.yaml): text = "Question: {goal}\nAnswer:", choices = [sol1, sol2]; the label comes
  * from valid-labels.lst (or a "label" field). */
-static int doc_piqa(json_object *o, int label, eval_doc *d, doc_err *e) {
+static int doc_piqa(json_object *o, int label, int n_labels, eval_doc *d, doc_err *e) {
     NEED_STR(goal, o, "goal");
     NEED_STR(s1, o, "sol1");
     NEED_STR(s2, o, "sol2");
     json_object *lab;
     if (json_object_object_get_ex(o, "label", &lab) && json_object_is_type(lab, json_type_int))
         label = json_object_get_int(lab);
+    else if (label < 0)
+        return derr(e, "no label (the labels file has %d lines)", n_labels);
     if (label != 0 && label != 1) return derr(e, "label %d is not 0 or 1", label);
     d->gold = label;
     d->query = dup_cat("Question: ", goal, "\nAnswer:");
@@ -461,7 +463,8 @@ static ig_status read_docs(eval_kind kind, const char *path, const int *labels, 
                 r = doc_winogrande(o, d, &de);
                 break;
             case EVAL_PIQA:
-                r = doc_piqa(o, labels && out->n < n_labels ? labels[out->n] : -1, d, &de);
+                r = doc_piqa(o, labels && out->n < n_labels ? labels[out->n] : -1, n_labels, d,
+                             &de);
                 break;
             case EVAL_RTE:
                 r = doc_rte(o, d, &de);
@@ -729,7 +732,7 @@ ig_status ig_eval_task_load(const ig_eval_task_opts *o, const ig_tokenizer *tok,
     int whole = t->kind == EVAL_LAMBADA || (t->kind == EVAL_PIQA && o->shots > 0);
     rc = read_docs(t->kind, eval_path, labels, n_labels, whole ? 0 : o->limit, &ev, err);
     if (rc != IG_OK) goto out;
-    if (labels && n_labels < ev.n) {
+    if (labels && (whole || o->limit <= 0) && n_labels != ev.n) {
         rc = ig_error_set(err, IG_ERR_FORMAT, "%s: %d labels for %d documents in %s", labels_path,
                           n_labels, ev.n, eval_path);
         goto out;
