@@ -152,8 +152,8 @@ def write_table(args, records):
         f"{args.passkey_length} tokens at depths {args.passkey_depths} x {args.passkey_seeds} keys.",
         "Each cell: acc ± lm-eval's standard error (sample sd / sqrt(n)); acc_norm for OpenBookQA and PIQA",
         "is in the JSONL. `read` = KV rows attended / context rows over all decode steps (all tasks);",
-        "`*` marks a cell more than 2 combined standard errors from `full` (none unmarked is a real",
-        "difference at this n).",
+        "`*` marks a cell more than 2 combined standard errors (sqrt(se^2 + se_full^2)) from `full`;",
+        "unmarked differences are within that and cannot be told apart from noise at this n.",
         "",
     ]
     base = [r for r in records if r["run"] == "baseline"]
@@ -166,8 +166,8 @@ def write_table(args, records):
         lines.append("")
     ns = {t: by[(t, runs[0])]["n"] for t in tasks if runs and (t, runs[0]) in by}
     lines += ["## Every policy", "",
-              "| run | " + " | ".join(f"{t} (n {ns.get(t, '?')})" for t in tasks) + " | mean acc | read |",
-              "|---|" + "---|" * (len(tasks) + 2)]
+              "| run | " + " | ".join(f"{t} (n {ns.get(t, '?')})" for t in tasks) + " | mean acc | read | lambada ppl |",
+              "|---|" + "---|" * (len(tasks) + 3)]
     for run in runs:
         cells, accs, reads, toks = [], [], 0.0, 0
         for t in tasks:
@@ -179,7 +179,8 @@ def write_table(args, records):
             mark = ""
             if f and run != "full":
                 se = math.hypot(r["acc_stderr"], f["acc_stderr"])
-                if abs(r["acc"] - f["acc"]) > 2 * se and se > 0:
+                # se = 0 (both all right or all wrong): any difference is beyond it
+                if abs(r["acc"] - f["acc"]) > 2 * se:
                     mark = " *"
             cells.append(fmt(r) + mark)
             accs.append(r["acc"])
@@ -187,7 +188,9 @@ def write_table(args, records):
             reads += r.get("kv_context_fraction", 0) * k
             toks += k
         mean = sum(accs) / len(accs) if accs else float("nan")
-        lines.append(f"| {run} | " + " | ".join(cells) + f" | {mean:.3f} | {reads / toks if toks else 0:.2f} |")
+        lam = by.get(("lambada", run))
+        ppl = f"{lam['ppl']:.0f} ± {lam['ppl_stderr']:.0f}" if lam and "ppl" in lam else "-"
+        lines.append(f"| {run} | " + " | ".join(cells) + f" | {mean:.3f} | {reads / toks if toks else 0:.2f} | {ppl} |")
     lines += [""]
     with open(os.path.join(args.out, "eval_policies.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
