@@ -210,5 +210,6 @@ int ig_cmd_plan(int argc, char **argv);
 int ig_cmd_profile_hw(int argc, char **argv);
 int ig_cmd_run(int argc, char **argv);
 int ig_cmd_plot(int argc, char **argv);
+int ig_cmd_eval(int argc, char **argv);
 
 #endif

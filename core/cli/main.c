@@ -19,6 +19,7 @@ static const struct {
     {"topo", ig_cmd_topo, "the machine's packages, NUMA nodes and GPUs (hwloc)"},
     {"plan", ig_cmd_plan, "place a workload on a machine's tiers and predict its time per token"},
     {"profile-hw", ig_cmd_profile_hw, "measure this machine into a hardware profile (YAML)"},
+    {"eval", ig_cmd_eval, "task accuracy (few-shot tasks, LAMBADA, passkey) with a KV policy"},
     {"plot", ig_cmd_plot, "draw the plots of a results directory (gnuplot: PNG and SVG)"},
 };
 
