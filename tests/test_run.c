@@ -360,9 +360,14 @@ static void test_shipped_configs(void) {
                                   "paper-fig16a", "paper-fig16b", "paper-table2"};
     ig_test_run *r = malloc(sizeof *r);
     char args[8192];
+    /* without the shared data beside the checkout, the configs that read its texts get another */
+    const char *wiki = ig_test_shared("wikitext-2-raw/wiki.test.raw");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(args, sizeof args, "run '%s/configs/experiments/%s.yaml' --dry-run", IG_SOURCE_DIR,
-                 names[i]);
+        char set[4400] = "";
+        if (!wiki && (i == 0 || i == 5))
+            snprintf(set, sizeof set, "--set 'workload.text=%s/README.md'", IG_SOURCE_DIR);
+        snprintf(args, sizeof args, "run '%s/configs/experiments/%s.yaml' --dry-run %s",
+                 IG_SOURCE_DIR, names[i], set);
         ig_test_igen(r, NULL, args);
         CU_ASSERT_EQUAL(r->status, 0);
         if (r->status) fprintf(stderr, "\n%s: %s", names[i], r->err);
