@@ -46,7 +46,8 @@ log "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/
 # ---- build ----
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
-if ! cmake -S "$repo" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DIG_CUDA=ON \
+# ${gen[@]+...}: an empty array under `set -u` is an error in bash < 4.4
+if ! cmake -S "$repo" -B "$build" ${gen[@]+"${gen[@]}"} -DCMAKE_BUILD_TYPE=Release -DIG_CUDA=ON \
      -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$out/build.log" 2>&1 ||
    ! cmake --build "$build" -j "$(nproc)" >> "$out/build.log" 2>&1; then
   tail -30 "$out/build.log"
@@ -56,17 +57,21 @@ fi
 log "built in $build"
 
 # ---- CUDA tests ----
-(cd "$build" && ctest -L cuda --output-on-failure --timeout 300) > "$out/ctest-cuda.log" 2>&1
+# Bounded as a whole, not only per test (3 tests x 300 s would overrun the session's GPU time);
+# -k: a process stuck in the driver that ignores SIGTERM is killed, so the later steps still run.
+timeout -k 10 "${CHECK_CTEST_TIMEOUT_S:-240}" \
+  bash -c 'cd "$1" && ctest -L cuda --output-on-failure --timeout 200' _ "$build" \
+  > "$out/ctest-cuda.log" 2>&1
 ctest_rc=$?
 grep -E "Test +#|tests passed|Skipped|Failed" "$out/ctest-cuda.log"
 log "ctest -L cuda: exit $ctest_rc"
 
 # ---- pinned H2D bandwidth ----
-"$build/bench_h2d" --mib 1024 --row-bytes 256 > "$out/h2d.json" 2> "$out/h2d.err"
+timeout -k 10 60 "$build/bench_h2d" --mib 1024 --row-bytes 256 > "$out/h2d.json" 2> "$out/h2d.err"
 log "h2d: $(cat "$out/h2d.json" "$out/h2d.err")"
 
 # ---- throughput sweep ----
-timeout "${CHECK_TIMEOUT_S:-330}" "$build/igen" run "$repo/bench/gpu/check.yaml" --output "$out" \
+timeout -k 10 "${CHECK_TIMEOUT_S:-330}" "$build/igen" run "$repo/bench/gpu/check.yaml" --output "$out" \
   2>&1 | tee "$out/run.log"
 run_rc=${PIPESTATUS[0]}
 log "igen run: exit $run_rc"
