@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/engine/engine.h"
 #include "core/model/model.h"
@@ -402,6 +403,46 @@ static void test_async_store(void) {
                 }
 }
 
+/* A disk read that fails in the middle of a decode step (the KV file cut short behind the
+ * engine's back): the call fails naming the file, nothing is left queued, and later calls fail
+ * the same way instead of tripping an assertion. */
+static void test_kv_disk_error(void) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/kvdiskerr", ig_test_tmpdir());
+    mkdir(dir, 0700);
+    ig_disk *d = NULL;
+    ig_error err;
+    CU_ASSERT_FATAL(ig_disk_create(dir, 0, 1, &d, &err) == IG_OK);
+    const ig_model *m = g_models[0];
+    const ig_model_config *c = ig_model_get_config(m);
+    ig_engine_opts o = {.max_seqs = 2,
+                        .max_ctx = 32,
+                        .max_batch_tokens = 32,
+                        .threads = 2,
+                        .policy = ig_policy_find("full"),
+                        .kv_access = IG_KV_ACCESS_COPY,
+                        .xfer_threads = 1,
+                        .kv_disk = d,
+                        .kv_disk_slots = 2};
+    ig_engine *e = NULL;
+    CU_ASSERT_FATAL(ig_engine_create(m, &o, &e, &err) == IG_OK);
+    int32_t toks[12];
+    for (int i = 0; i < 12; i++) toks[i] = (int32_t)((i * 7 + 1) % c->vocab);
+    ig_seq_tokens q[2] = {{0, toks, 8}, {1, toks + 1, 8}};
+    CU_ASSERT(ig_engine_forward(e, &q[0], 1, &err) == IG_OK);
+    CU_ASSERT(ig_engine_forward(e, &q[1], 1, &err) == IG_OK);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/kv-cache", ig_disk_dir(d));
+    CU_ASSERT_FATAL(truncate(path, 0) == 0);
+    for (int k = 0; k < 2; k++) {
+        ig_seq_tokens dq[2] = {{0, toks + 8 + k, 1}, {1, toks + 9 + k, 1}};
+        CU_ASSERT_EQUAL(ig_engine_forward(e, dq, 2, &err), IG_ERR_IO);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "kv-cache"));
+    }
+    ig_engine_free(e);
+    ig_disk_free(d);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("schedule", suite_init, suite_clean);
     CU_add_test(s, "zigzag_identical", test_zigzag_identical);
@@ -409,5 +450,6 @@ void ig_test_register(void) {
     CU_add_test(s, "zigzag_copy_prefetch", test_zigzag_copy_prefetch);
     CU_add_test(s, "act_host", test_act_host);
     CU_add_test(s, "kv_disk", test_kv_disk);
+    CU_add_test(s, "kv_disk_error", test_kv_disk_error);
     CU_add_test(s, "async_store", test_async_store);
 }

@@ -376,6 +376,11 @@ static void layer_forward(ig_engine *e, int l, const ig_layer *L) {
 
 static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig_error *err) {
     IG_TRY(check_batch(e, seqs, n_seqs, err));
+    if (e->kv && ig_kv_run_io_error(e->kv)) /* the cache on disk is not valid since then */
+        return ig_error_set(err, IG_ERR_IO,
+                            "forward: the KV cache on disk failed in an earlier call (%s); "
+                            "create a new engine",
+                            ig_kv_run_io_error(e->kv));
     const ig_model_config *c = &e->cfg;
     int64_t T = 0;
     e->n_cur = n_seqs;

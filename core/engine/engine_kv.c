@@ -516,7 +516,16 @@ static void wait_stores(ig_kv_run *r) {
 }
 
 void ig_kv_call_end(ig_engine *e) {
-    wait_stores(e->kv);
+    ig_kv_run *r = e->kv;
+    wait_stores(r);
+    /* a call that failed midway (a disk error) may leave the next layer's gather queued: wait
+     * for it, so the next call starts with no ticket held */
+    for (int q = 0; q < 2 * r->S; q++)
+        if (r->ticket[q]) {
+            r->stats.transfer_wait_s += ig_xfer_wait(r->xq, r->ticket[q]);
+            r->stats.transfer_s += r->jobs[q].seconds;
+            r->ticket[q] = 0;
+        }
 }
 
 static void store_job_run(void *arg) {
