@@ -164,6 +164,17 @@ static void test_measured_sweep(void) {
     CU_ASSERT_EQUAL(lines, 5);
     CU_ASSERT_PTR_NOT_NULL(strstr(csv, "metrics.throughput_tok_s"));
     free(csv);
+    /* plots of both throughputs (where gnuplot exists; test_plot covers the rest) */
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        const char *pngs[] = {"throughput_vs_seqlen", "decode_throughput_vs_seqlen"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(path, sizeof path, "%s/sweep/plots/%s.png", g_dir, pngs[k]);
+            size_t len = 0;
+            char *png = ig_test_slurp(path, &len);
+            CU_ASSERT(png && len > 8 && !memcmp(png, "\x89PNG", 4));
+            free(png);
+        }
+    }
     /* a rerun resumes: nothing is run again, nothing is duplicated */
     ig_test_igen(r, NULL, args);
     CU_ASSERT_EQUAL(r->status, 0);

@@ -25,12 +25,16 @@ typedef struct pt {
     char *series;       /* variant + other */
     long seq, batch;    /* -1 if absent */
     double tp, ppl, kv; /* NAN if absent */
+    double dtp;         /* metrics.decode_throughput_tok_s, NAN if absent */
     int has_bd;
     double bd[5];
 } pt;
 
 typedef struct plotter {
     const char *dir;
+    /* the throughput plots' file stem and title: "throughput" (metrics.throughput_tok_s), or
+     * "decode_throughput" while the points' tp holds metrics.decode_throughput_tok_s */
+    const char *tp_stem, *tp_title;
     char *plots;   /* DIR/plots */
     char *gnuplot; /* the binary */
     FILE *log;
@@ -151,6 +155,7 @@ static ig_status gather(plotter *p, const ig_results *r, ig_error *err) {
         q->seq = pl >= 0 && gl >= 0 ? pl + gl : -1;
         q->batch = int_at(rec, "config.workload.batch");
         q->tp = num_at(rec, "metrics.throughput_tok_s");
+        q->dtp = num_at(rec, "metrics.decode_throughput_tok_s");
         q->ppl = num_at(rec, "metrics.ppl");
         q->kv = num_at(rec, "metrics.kv_read_fraction");
         for (int k = 0; k < 5; k++) {
@@ -421,9 +426,9 @@ static void tp_panel(const plotter *p, long batch, const long *seqs, int n_seqs,
         return;
     }
     if (multi_batch)
-        ig_exp_buf_printf(body, "set title 'throughput, batch %ld'\n", batch);
+        ig_exp_buf_printf(body, "set title '%s, batch %ld'\n", p->tp_title, batch);
     else
-        ig_exp_buf_puts(body, "set title 'throughput'\n");
+        ig_exp_buf_printf(body, "set title '%s'\n", p->tp_title);
     ig_exp_buf_puts(body, "set xlabel 'sequence length (prompt + generated tokens)'\n"
                           "set ylabel 'tokens/s'\nset key top right\nset grid\nset yrange [0:*]\n"
                           "set xtics (");
@@ -494,18 +499,22 @@ static ig_status plot_throughput(plotter *p, ig_error *err) {
     int ns = distinct(p, seqs, has_tp, 0), nb = distinct(p, batches, has_tp, 1);
     if (ns < 2) {
         char why[128];
-        snprintf(why, sizeof why, "needs throughput at 2 or more sequence lengths (found %d)", ns);
-        skipped(p, "throughput_vs_seqlen", why);
+        char stem[64];
+        snprintf(why, sizeof why, "needs %s at 2 or more sequence lengths (found %d)", p->tp_title,
+                 ns);
+        snprintf(stem, sizeof stem, "%s_vs_seqlen", p->tp_stem);
+        skipped(p, stem, why);
         goto out;
     }
     if (nb < 1) batches[nb++] = -1;
     /* all batches in one file (one panel each), then one file per batch when there are several */
     for (int f = -1; f < (nb > 1 ? nb : 0) && rc == IG_OK; f++) {
         ig_exp_buf data = {0}, body = {0};
-        ig_exp_buf_puts(&data, "# sequence_length\tthroughput_tok_s, one block per series\n");
+        ig_exp_buf_printf(&data, "# sequence_length\t%s_tok_s, one block per series\n", p->tp_stem);
         ig_exp_buf_puts(&body, "");
         int index = 0, w = 900, h = 600;
-        char name[64] = "throughput_vs_seqlen";
+        char name[64];
+        snprintf(name, sizeof name, "%s_vs_seqlen", p->tp_stem);
         if (f < 0 && nb > 1) {
             int cols = (int)ceil(sqrt((double)nb)), rows = (nb + cols - 1) / cols;
             w = 700 * cols;
@@ -516,7 +525,7 @@ static ig_status plot_throughput(plotter *p, ig_error *err) {
         } else if (f < 0) {
             tp_panel(p, batches[0], seqs, ns, 0, &data, &body, &index);
         } else {
-            snprintf(name, sizeof name, "throughput_vs_seqlen_b%ld", batches[f]);
+            snprintf(name, sizeof name, "%s_vs_seqlen_b%ld", p->tp_stem, batches[f]);
             tp_panel(p, batches[f], seqs, ns, 1, &data, &body, &index);
         }
         rc = finish(p, name, &data, &body, w, h, err);
@@ -728,7 +737,7 @@ static ig_status plot_breakdown(plotter *p, ig_error *err) {
 
 ig_status ig_plot_results_ex(const char *dir, FILE *log, int *n_written, ig_error *err) {
     if (n_written) *n_written = 0;
-    plotter p = {.dir = dir, .log = log};
+    plotter p = {.dir = dir, .log = log, .tp_stem = "throughput", .tp_title = "throughput"};
     ig_results *r = NULL;
     ig_status rc = IG_OK;
     char *jsonl = ig_exp_path_join(dir, "results.jsonl");
@@ -768,6 +777,24 @@ ig_status ig_plot_results_ex(const char *dir, FILE *log, int *n_written, ig_erro
         goto out;
     }
     rc = plot_throughput(&p, err);
+    int any_dtp = 0;
+    for (int i = 0; i < p.n; i++) any_dtp |= !isnan(p.pts[i].dtp);
+    if (rc == IG_OK && any_dtp) { /* the decode phase alone (prefill excluded) */
+        for (int i = 0; i < p.n; i++) {
+            double t = p.pts[i].tp;
+            p.pts[i].tp = p.pts[i].dtp;
+            p.pts[i].dtp = t;
+        }
+        p.tp_stem = "decode_throughput";
+        p.tp_title = "decode throughput";
+        rc = plot_throughput(&p, err);
+        for (int i = 0; i < p.n; i++) {
+            double t = p.pts[i].tp;
+            p.pts[i].tp = p.pts[i].dtp;
+            p.pts[i].dtp = t;
+        }
+        p.tp_stem = p.tp_title = "throughput";
+    }
     if (rc == IG_OK) rc = plot_speedup(&p, err);
     if (rc == IG_OK) rc = plot_ppl(&p, err);
     if (rc == IG_OK) rc = plot_breakdown(&p, err);
