@@ -664,7 +664,9 @@ static void test_cli(void) {
     expect_cli_error(r, "plan --shape opt-30b --hardware a6000-pcie3 --gpu-batch 64",
                      "device: needs");
     expect_cli_error(r, "plan --shape opt-13b --hardware a6000-pcie3 --policy nosuch",
-                     "no cost preset for 'nosuch'");
+                     "unknown policy 'nosuch' (policies: ");
+    expect_cli_error(r, "plan --shape opt-13b --hardware a6000-pcie3 --policy h2o --set bogus=1",
+                     "bogus");
     char args[8192];
     snprintf(args, sizeof args, "plan --shape opt-13b --hardware '%s'", fx("unknown_key.yaml"));
     expect_cli_error(r, args, "unknown_key.yaml:11:3: link.d2h_gbs: unknown key");

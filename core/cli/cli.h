@@ -105,6 +105,13 @@ void ig_cli_policy_free(ig_cli_policy *p);
 void ig_cli_policy_apply(const ig_cli_policy *p, ig_engine_opts *eo);
 /* Adds "policy", "policy_params", "kv_*" fields (stats of the run) to a JSON object. */
 void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object *o);
+/* A KV policy's terms in the cost model (KV format, kept and fetched fractions, partial key
+ * ratio) from its parameters ("k=v" settings; defaults for the rest): int4 stores 4-bit KV, h2o
+ * keeps and reads heavy_ratio + recent_ratio, streaming window_ratio, quest reads budget_ratio,
+ * infinigen reads max_fetch with partial_ratio columns and a pool of pool_capacity; full and the
+ * rest change nothing. Used by `igen plan --policy` and modeled experiment points. */
+ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int n, ig_plan_opts *o,
+                             ig_error *err);
 /* One human line with the policy's KV traffic. */
 void ig_cli_policy_print(const ig_cli_policy *p, const ig_engine *e, FILE *f);
 

@@ -156,3 +156,39 @@ void ig_cli_policy_print(const ig_cli_policy *p, const ig_engine *e, FILE *f) {
     if (s.recall_n > 0) fprintf(f, ", recall %.3f", s.recall_sum / (double)s.recall_n);
     fputc('\n', f);
 }
+
+ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int n, ig_plan_opts *o,
+                             ig_error *err) {
+    const ig_policy_ops *ops = ig_policy_find(name);
+    if (!ops) {
+        char names[512] = "";
+        const ig_policy_ops *const *all = ig_policy_list();
+        for (int i = 0; all[i]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     all[i]->name);
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "unknown policy '%s' (policies: %s)", name,
+                            names);
+    }
+    ig_policy_params *p = NULL;
+    IG_TRY(ig_policy_params_parse(ops, settings, n, &p, err));
+    if (!strcmp(name, "int4")) {
+        o->kv_dtype = IG_PLAN_INT4;
+    } else if (!strcmp(name, "h2o")) {
+        o->kv_keep_fraction = o->fetch_fraction =
+            ig_params_num(p, "heavy_ratio") + ig_params_num(p, "recent_ratio");
+    } else if (!strcmp(name, "streaming")) {
+        o->kv_keep_fraction = o->fetch_fraction = ig_params_num(p, "window_ratio");
+    } else if (!strcmp(name, "quest")) {
+        o->fetch_fraction = ig_params_num(p, "budget_ratio");
+    } else if (!strcmp(name, "infinigen")) {
+        o->fetch_fraction = ig_params_num(p, "max_fetch");
+        o->partial_ratio = ig_params_num(p, "partial_ratio");
+        o->kv_keep_fraction = ig_params_num(p, "pool_capacity");
+    }
+    /* a zero budget is not a plan the cost model can price; clamp to one row in a thousand */
+    if (o->fetch_fraction <= 0) o->fetch_fraction = 1e-3;
+    if (o->kv_keep_fraction <= 0) o->kv_keep_fraction = 1e-3;
+    if (o->fetch_fraction > o->kv_keep_fraction) o->fetch_fraction = o->kv_keep_fraction;
+    ig_policy_params_free(p);
+    return IG_OK;
+}

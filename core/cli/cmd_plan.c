@@ -32,8 +32,11 @@ static void help(void) {
         "                    host; the rest of each on disk (default 100,0,100,0,100,0)\n"
         "  --weight-dtype T  f32, f16, bf16 or int4 (default: the shape's, or f16 with --model)\n"
         "  --kv T            KV cache format: f16 (default), f32 or int4 (group 64)\n"
-        "  --policy NAME     cost preset of a KV policy: full (fetch 1), int4 (KV int4), h2o\n"
-        "                    (keep and fetch 0.2), infinigen (fetch 0.2, partial ratio 0.2)\n"
+        "  --policy NAME     a KV policy's cost terms from its parameters (defaults, or --set):\n"
+        "                    int4 (KV int4), h2o (keep and fetch heavy + recent ratio = 0.2),\n"
+        "                    streaming (window_ratio), quest (fetch budget_ratio), infinigen\n"
+        "                    (fetch max_fetch 0.2, partial_ratio 0.2); full changes nothing\n"
+        "  --set KEY=VALUE   a policy parameter (repeatable)\n"
         "  --fetch-fraction F  fraction of the KV cache a decode step fetches (default 1)\n"
         "  --kv-keep F       fraction of each sequence's KV rows kept at all (default 1)\n"
         "  --partial-ratio R partial key cache columns per head on the device (InfiniGen)\n"
@@ -209,6 +212,7 @@ int ig_cmd_plan(int argc, char **argv) {
         O_TOPO_XML,
         O_TOPO_SYN,
         O_GPU,
+        O_SET,
     };
     static const struct option longopts[] = {
         {"shape", required_argument, NULL, O_SHAPE},
@@ -222,6 +226,7 @@ int ig_cmd_plan(int argc, char **argv) {
         {"weight-dtype", required_argument, NULL, O_WDT},
         {"kv", required_argument, NULL, O_KV},
         {"policy", required_argument, NULL, O_POLICY},
+        {"set", required_argument, NULL, O_SET},
         {"fetch-fraction", required_argument, NULL, O_FETCH},
         {"kv-keep", required_argument, NULL, O_KEEP},
         {"partial-ratio", required_argument, NULL, O_PARTIAL},
@@ -251,6 +256,8 @@ int ig_cmd_plan(int argc, char **argv) {
     ig_plan_search_opts_init(&so);
     int wdt = -1, json = 0, search = 0, pct_given = 0, gb_given = 0, ngb_given = 0;
     double fetch = -1, keep = -1, partial = -1;
+    const char *sets[IG_CLI_POLICY_MAX_SETS];
+    int n_sets = 0;
     int kv = -1;
     long v;
     double d;
@@ -326,6 +333,13 @@ int ig_cmd_plan(int argc, char **argv) {
         case O_POLICY:
             policy = optarg;
             break;
+        case O_SET:
+            if (n_sets == IG_CLI_POLICY_MAX_SETS) {
+                fprintf(stderr, "igen plan: more than %d --set options\n", IG_CLI_POLICY_MAX_SETS);
+                return IG_EXIT_ERROR;
+            }
+            sets[n_sets++] = optarg;
+            break;
         case O_FETCH:
             if (ig_cli_parse_float("plan", "--fetch-fraction", optarg, 0, 1, &fetch))
                 return IG_EXIT_ERROR;
@@ -398,22 +412,15 @@ int ig_cmd_plan(int argc, char **argv) {
                         "chooses the placement)\n");
         return IG_EXIT_ERROR;
     }
-    /* policy presets, then explicit overrides */
+    /* the policy's terms from its parameters, then explicit overrides */
+    if (n_sets > 0 && !policy) {
+        fprintf(stderr, "igen plan: --set needs --policy NAME\n");
+        return IG_EXIT_ERROR;
+    }
     if (policy) {
-        if (!strcmp(policy, "full")) {
-        } else if (!strcmp(policy, "int4")) {
-            o.kv_dtype = IG_PLAN_INT4;
-        } else if (!strcmp(policy, "h2o")) {
-            o.kv_keep_fraction = 0.2;
-            o.fetch_fraction = 0.2;
-        } else if (!strcmp(policy, "infinigen")) {
-            o.fetch_fraction = 0.2;
-            o.partial_ratio = 0.2;
-        } else {
-            fprintf(stderr,
-                    "igen plan: --policy: no cost preset for '%s' (presets: full, int4, h2o, "
-                    "infinigen; other policies: give --fetch-fraction and --kv-keep)\n",
-                    policy);
+        ig_error perr;
+        if (ig_cli_policy_cost(policy, sets, n_sets, &o, &perr) != IG_OK) {
+            fprintf(stderr, "igen plan: --policy: %s\n", perr.msg);
             return IG_EXIT_ERROR;
         }
     }

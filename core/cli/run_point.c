@@ -353,34 +353,6 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
     return st;
 }
 
-/* The cost model's fractions for a policy, from its parameters (docs/config.md). */
-static ig_status modeled_policy(const ig_exp_point *pt, ig_plan_opts *o, ig_error *err) {
-    const ig_policy_ops *ops = ig_policy_find(pt->policy);
-    ig_policy_params *p = NULL;
-    if (!ops) return ig_error_set(err, IG_ERR_INVALID_ARG, "unknown policy %s", pt->policy);
-    IG_TRY(ig_policy_params_parse(ops, pt->settings, pt->n_settings, &p, err));
-    const char *n = pt->policy;
-    if (!strcmp(n, "int4")) {
-        o->kv_dtype = IG_PLAN_INT4;
-    } else if (!strcmp(n, "h2o")) {
-        o->kv_keep_fraction = o->fetch_fraction =
-            ig_params_num(p, "heavy_ratio") + ig_params_num(p, "recent_ratio");
-    } else if (!strcmp(n, "streaming")) {
-        o->kv_keep_fraction = o->fetch_fraction = ig_params_num(p, "window_ratio");
-    } else if (!strcmp(n, "quest")) {
-        o->fetch_fraction = ig_params_num(p, "budget_ratio");
-    } else if (!strcmp(n, "infinigen")) {
-        o->fetch_fraction = ig_params_num(p, "max_fetch");
-        o->partial_ratio = ig_params_num(p, "partial_ratio");
-        o->kv_keep_fraction = ig_params_num(p, "pool_capacity");
-    }
-    if (o->fetch_fraction <= 0) o->fetch_fraction = 1e-3;
-    if (o->kv_keep_fraction <= 0) o->kv_keep_fraction = 1e-3;
-    if (o->fetch_fraction > o->kv_keep_fraction) o->fetch_fraction = o->kv_keep_fraction;
-    ig_policy_params_free(p);
-    return IG_OK;
-}
-
 static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err) {
     ig_model_shape shape;
     IG_TRY(ig_model_shape_load(pt->shape_path, &shape, err));
@@ -410,7 +382,7 @@ static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err)
         st = ig_error_set(err, IG_ERR_INVALID_ARG, "placement.numa: '%s'", pt->numa);
         goto out;
     }
-    st = modeled_policy(pt, &o, err);
+    st = ig_cli_policy_cost(pt->policy, pt->settings, pt->n_settings, &o, err);
     if (st == IG_OK) st = ig_plan_create(&o, &mach, &plan, err);
     ig_cost_hw rates;
     ig_cost_hw_from_profile(hw, &rates);
