@@ -36,10 +36,18 @@ if [ "$do_apt" = 1 ]; then
     sudo_cmd=""
     [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
     echo "setup: installing slurmctld slurmd slurm-client (optional)"
+    # the packages must not start system daemons (munge, slurmctld) from their install scripts:
+    # tools/slurm_local.sh runs its own cluster; a temporary policy-rc.d forbids the starts
+    prc=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' | $sudo_cmd tee /usr/sbin/policy-rc.d >/dev/null &&
+        $sudo_cmd chmod 755 /usr/sbin/policy-rc.d && prc=/usr/sbin/policy-rc.d
+    fi
     { $sudo_cmd apt-get update -qq &&
       DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends \
         slurmctld slurmd slurm-client >/dev/null; } ||
       echo "setup: Slurm packages not installed; the Slurm test will be skipped" >&2
+    [ -z "$prc" ] || $sudo_cmd rm -f "$prc"
   fi
 fi
 
