@@ -12,6 +12,7 @@
 #include "kernels/backend.h"
 #include "offload/link.h"
 #include "offload/plan.h"
+#include "offload/wstream.h"
 #include "policies/policy.h"
 
 /* Exit status for any error: bad input, unusable file, does not fit. */
@@ -185,6 +186,21 @@ void ig_cli_offload_free(ig_cli_offload *o);
 /* Adds "offload", "placement_percent", "link_model", "weight_*" fields to a JSON object. */
 void ig_cli_offload_json(const ig_cli_offload *o, json_object *j);
 void ig_cli_offload_print(const ig_cli_offload *o, FILE *f);
+
+/* bench-decode's measurement on an engine with B slots and room for P + warmup_steps + G tokens:
+ * an untimed warm-up forward (the first prompt's first 16 tokens, then its slot is reset), each of
+ * the B prompts ([B][P] tokens) prefilled in its own call, then warmup_steps untimed and G timed
+ * greedy decode steps of the whole batch. The stats cover the timed steps (ws may be NULL).
+ * progress: a command name to print prefill progress on stderr under, or NULL. */
+typedef struct ig_decode_measure {
+    double prefill_s, decode_s;
+    ig_engine_stats es;
+    ig_kv_stats kv;
+    ig_wstream_stats ws;
+} ig_decode_measure;
+ig_status ig_cli_measure_decode(ig_engine *e, struct ig_wstream *ws, const int32_t *prompt, int B,
+                                int P, int G, int warmup_steps, const char *progress,
+                                ig_decode_measure *out, ig_error *err);
 
 void ig_cli_common_init(ig_cli_common *c);
 /* Handles one of the common options; returns 1 if it was one, 0 if not, -1 on a bad value. */

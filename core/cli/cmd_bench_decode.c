@@ -127,10 +127,8 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     int rc = IG_EXIT_ERROR;
     ig_error err;
     ig_error_clear(&err);
-    int32_t *ids = NULL, *prompt = NULL, *next = NULL;
+    int32_t *ids = NULL, *prompt = NULL;
     size_t n_ids = 0;
-    float *logits = NULL;
-    ig_seq_tokens *seqs = NULL;
     ig_engine *e = NULL;
     char *text = NULL;
     if (plen + glen > cfg->max_pos) {
@@ -140,10 +138,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     }
     size_t need = (size_t)batch * (size_t)plen;
     prompt = malloc(need * sizeof(int32_t));
-    next = malloc((size_t)batch * sizeof(int32_t));
-    seqs = malloc((size_t)batch * sizeof *seqs);
-    logits = malloc((size_t)batch * (size_t)cfg->vocab * sizeof(float));
-    if (!prompt || !next || !seqs || !logits) {
+    if (!prompt) {
         fprintf(stderr, "igen bench-decode: out of memory\n");
         goto out;
     }
@@ -179,41 +174,15 @@ int ig_cmd_bench_decode(int argc, char **argv) {
         ig_cli_error("bench-decode", &err);
         goto out;
     }
-    /* Prefill one sequence per call (bounded activations). */
-    double t0 = ig_time_s();
-    for (int s = 0; s < batch; s++) {
-        ig_seq_tokens q = {s, prompt + (size_t)s * (size_t)plen, (int)plen};
-        if (ig_engine_forward(e, &q, 1, &err) != IG_OK) {
-            ig_cli_error("bench-decode", &err);
-            goto out;
-        }
-        ig_engine_logits(e, plen - 1, 1, logits + (size_t)s * (size_t)cfg->vocab);
-        next[s] = ig_sample_argmax(logits + (size_t)s * (size_t)cfg->vocab, cfg->vocab);
-        if (!com.quiet)
-            fprintf(stderr, "%sbench-decode: prefill %d/%ld%s", ig_cli_stderr_is_tty() ? "\r" : "",
-                    s + 1, batch, ig_cli_stderr_is_tty() ? "" : "\n");
+    ig_decode_measure dm;
+    if (ig_cli_measure_decode(e, off.ws, prompt, (int)batch, (int)plen, (int)glen, (int)warmup,
+                              com.quiet ? NULL : "bench-decode", &dm, &err) != IG_OK) {
+        ig_cli_error("bench-decode", &err);
+        goto out;
     }
-    double prefill_s = ig_time_s() - t0;
-    if (!com.quiet && ig_cli_stderr_is_tty()) fputc('\n', stderr);
-    double t_dec = 0;
-    for (long step = 0; step < warmup + glen; step++) {
-        if (step == warmup) {
-            ig_engine_reset_stats(e);
-            if (off.ws) ig_wstream_reset_stats(off.ws);
-            t_dec = ig_time_s();
-        }
-        for (int s = 0; s < batch; s++) seqs[s] = (ig_seq_tokens){s, &next[s], 1};
-        if (ig_engine_forward(e, seqs, (int)batch, &err) != IG_OK) {
-            ig_cli_error("bench-decode", &err);
-            goto out;
-        }
-        ig_engine_logits(e, 0, batch, logits);
-        for (int s = 0; s < batch; s++)
-            next[s] = ig_sample_argmax(logits + (size_t)s * (size_t)cfg->vocab, cfg->vocab);
-    }
-    double decode_s = ig_time_s() - t_dec;
+    double prefill_s = dm.prefill_s, decode_s = dm.decode_s;
     double tps = (double)batch * (double)glen / decode_s;
-    ig_engine_stats es = ig_engine_get_stats(e);
+    ig_engine_stats es = dm.es;
     json_object *o = json_object_new_object();
     json_object_object_add(o, "model", json_object_new_string(ig_model_path(m)));
     json_object_object_add(o, "dtype", json_object_new_string(ig_dtype_name(ig_model_dtype(m))));
@@ -273,9 +242,6 @@ out:
     free(ids);
     free(text);
     free(prompt);
-    free(next);
-    free(seqs);
-    free(logits);
     ig_model_free(m);
     ig_cli_policy_free(&pol);
     return rc;

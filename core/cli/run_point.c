@@ -152,12 +152,9 @@ static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object
     char pct[256], link[256];
     offload_setup(pt, &off, pct, sizeof pct, link, sizeof link);
     int32_t *prompt = malloc(need * sizeof(int32_t));
-    int32_t *next = malloc((size_t)B * sizeof(int32_t));
-    ig_seq_tokens *seqs = malloc((size_t)B * sizeof *seqs);
-    float *logits = malloc((size_t)B * (size_t)cfg->vocab * sizeof(float));
     ig_engine *e = NULL;
     ig_status st = IG_OK;
-    if (!prompt || !next || !seqs || !logits) {
+    if (!prompt) {
         st = ig_error_set(err, IG_ERR_NOMEM, "out of memory for %d prompts", B);
         goto out;
     }
@@ -187,39 +184,13 @@ static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object
     if (st != IG_OK) goto out;
     json_object_object_add(mx, "backend",
                            json_object_new_string(ig_backend_name(ig_engine_backend(e))));
-    { /* warm-up (threads, first touch of the buffers), not timed */
-        ig_seq_tokens q = {0, prompt, P < 16 ? P : 16};
-        st = ig_engine_forward(e, &q, 1, err);
-        if (st != IG_OK) goto out;
-        ig_engine_seq_reset(e, 0);
-    }
-    ig_engine_reset_stats(e);
-    double t0 = ig_time_s();
-    for (int s = 0; s < B; s++) {
-        ig_seq_tokens q = {s, prompt + (size_t)s * (size_t)P, P};
-        st = ig_engine_forward(e, &q, 1, err);
-        if (st != IG_OK) goto out;
-        ig_engine_logits(e, P - 1, 1, logits);
-        next[s] = ig_sample_argmax(logits, cfg->vocab);
-    }
-    double prefill_s = ig_time_s() - t0;
-    ig_engine_reset_stats(e);
-    if (off.ws) ig_wstream_reset_stats(off.ws);
-    double t1 = ig_time_s();
-    for (int step = 0; step < G; step++) {
-        for (int s = 0; s < B; s++) seqs[s] = (ig_seq_tokens){s, &next[s], 1};
-        st = ig_engine_forward(e, seqs, B, err);
-        if (st != IG_OK) goto out;
-        ig_engine_logits(e, 0, B, logits);
-        for (int s = 0; s < B; s++)
-            next[s] = ig_sample_argmax(logits + (size_t)s * (size_t)cfg->vocab, cfg->vocab);
-    }
-    double decode_s = ig_time_s() - t1;
-    ig_engine_stats es = ig_engine_get_stats(e);
-    ig_kv_stats kv = ig_engine_get_kv_stats(e);
-    ig_wstream_stats ws;
-    memset(&ws, 0, sizeof ws);
-    if (off.ws) ws = ig_wstream_get_stats(off.ws);
+    ig_decode_measure dm;
+    st = ig_cli_measure_decode(e, off.ws, prompt, B, P, G, 0, NULL, &dm, err);
+    if (st != IG_OK) goto out;
+    double prefill_s = dm.prefill_s, decode_s = dm.decode_s;
+    ig_engine_stats es = dm.es;
+    ig_kv_stats kv = dm.kv;
+    ig_wstream_stats ws = dm.ws;
     double tokens = (double)B * (double)G;
     if (pt->metric_throughput) {
         put_d(mx, "throughput_tok_s", tokens / (prefill_s + decode_s));
@@ -259,9 +230,6 @@ out:
     ig_cli_offload_free(&off);
     ig_cli_policy_free(&pol);
     free(prompt);
-    free(next);
-    free(seqs);
-    free(logits);
     return st;
 }
 
