@@ -4,10 +4,20 @@
  * h2o, infinigen and int4 (KV home in host memory, selected rows gathered to the GPU), and with
  * decode attention on the CPU (kv_access cpu); their logits agree within a normalised bound, and
  * the KV byte accounting is identical. Both sides load the weights as f16 (the CUDA engine's device
- * type), so they differ only in the GEMMs' activation rounding and summation order.
+ * type). Each case runs twice on CUDA:
+ *  - with f32 GEMMs (ig_engine_opts.cuda_f32_weights: the f16 weights widened, activations kept
+ *    f32), which differ from the CPU only in summation order: the greedy tokens and byte counts
+ *    must be identical on every model and policy;
+ *  - with f16 GEMMs (the default, tensor cores), where activations are rounded to f16: the logits
+ *    must stay within LOGIT_BOUND without a policy and with full, and the default model's tokens
+ *    must be identical there. The random-weight tiny_llama has near-tied logits that f16 rounding
+ *    flips, and selections (h2o, infinigen) and 4-bit bins (int4) may flip too; those cases are
+ *    printed, and checked for NaN/Inf only.
  *
  * Needs a GPU: without one (no driver, no device, cuBLAS cannot start) every test calls
- * ig_test_skip with the probe's reason and ctest reports the program SKIPPED (exit 77). */
+ * ig_test_skip with the probe's reason and ctest reports the program SKIPPED (exit 77). Built as
+ * test_cuda_engine_emu, the same program runs on the CUDA emulator (kernels/cuda_emu) on any
+ * machine. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +29,11 @@
 #include "kernels/backend.h"
 #include "tests/test_util.h"
 
-/* max |gpu - cpu| / max |cpu| over a step's logits (f16 weights both sides; f16-rounded
- * activations into the GPU's GEMMs) */
+/* max |gpu - cpu| / max |cpu| over a step's logits, up to the first step whose tokens differ.
+ * f32 GEMMs: the same f16-valued weights and f32 activations on both sides, so only summation order
+ * differs (the emulator measured at most 1.5e-5, on InfiniGen over the default model).
+ * f16 GEMMs: activations are rounded to f16 on the GPU (measured up to 1.7e-3). */
+#define F32_BOUND   1e-4
 #define LOGIT_BOUND 2e-2
 
 #define N_SEQ 3
@@ -50,7 +63,7 @@ typedef struct gen_result {
 } gen_result;
 
 /* Prompts of different lengths, prefilled together, then N_GEN greedy steps for all sequences. */
-static int generate(const ig_model *m, ig_backend_kind backend, const char *policy,
+static int generate(const ig_model *m, ig_backend_kind backend, int f32, const char *policy,
                     const char *const *sets, int n_sets, ig_kv_access access, gen_result *out) {
     const ig_model_config *c = ig_model_get_config(m);
     static const int plen[N_SEQ] = {7, 19, 12};
@@ -67,6 +80,7 @@ static int generate(const ig_model *m, ig_backend_kind backend, const char *poli
                         .max_batch_tokens = 64,
                         .threads = 2,
                         .backend = backend,
+                        .cuda_f32_weights = f32,
                         .policy = ops,
                         .policy_params = params,
                         .kv_access = access};
@@ -113,13 +127,14 @@ static int generate(const ig_model *m, ig_backend_kind backend, const char *poli
     return rc;
 }
 
-static void compare(const char *model, const ig_model *m, const char *policy,
-                    const char *const *sets, int n_sets, ig_kv_access access) {
+static void compare1(const char *model, const ig_model *m, const char *policy,
+                     const char *const *sets, int n_sets, ig_kv_access access, int f32,
+                     int f16_same) {
     gen_result cpu, gpu;
     memset(&cpu, 0, sizeof cpu);
     memset(&gpu, 0, sizeof gpu);
-    int a = generate(m, IG_BACKEND_CPU, policy, sets, n_sets, access, &cpu);
-    int b = generate(m, IG_BACKEND_CUDA, policy, sets, n_sets, access, &gpu);
+    int a = generate(m, IG_BACKEND_CPU, 0, policy, sets, n_sets, access, &cpu);
+    int b = generate(m, IG_BACKEND_CUDA, f32, policy, sets, n_sets, access, &gpu);
     CU_ASSERT_EQUAL(a, 0);
     CU_ASSERT_EQUAL(b, 0);
     CU_ASSERT_EQUAL(gpu.backend, IG_BACKEND_CUDA);
@@ -145,15 +160,22 @@ static void compare(const char *model, const ig_model *m, const char *policy,
                 if (cpu.tokens[s][step] != gpu.tokens[s][step]) diverged = 1;
             if (diverged) break;
         }
-        fprintf(stderr, "  %s %s%s: tokens %s, logits max rel err %.2e\n", model,
-                policy ? policy : "(no policy)",
-                access == IG_KV_ACCESS_CPU ? " (cpu attention)" : "", same ? "equal" : "DIFFER",
-                worst);
-        CU_ASSERT(same);
+        /* selections (h2o, infinigen) and 4-bit bins (int4) are discrete: f16-rounded activations
+         * may flip one, which moves logits by more than rounding */
+        int discrete = policy && strcmp(policy, "full") != 0;
+        fprintf(stderr, "  %s, %s%s, %s GEMMs: tokens %s, logits max rel err %.2e\n", model,
+                policy ? policy : "no policy", access == IG_KV_ACCESS_CPU ? " (cpu attention)" : "",
+                f32 ? "f32" : "f16", same ? "equal" : "DIFFER", worst);
         CU_ASSERT(finite);
-        CU_ASSERT(worst <= LOGIT_BOUND);
+        if (f32) {
+            CU_ASSERT(same);
+            CU_ASSERT(worst <= F32_BOUND);
+        } else if (!discrete) {
+            CU_ASSERT(worst <= LOGIT_BOUND);
+            if (f16_same) CU_ASSERT(same);
+        }
         /* the same code counts the bytes: identical traffic (same selections) */
-        if (same) {
+        if (same && f32) {
             CU_ASSERT_EQUAL(cpu.kv.decode_tokens, gpu.kv.decode_tokens);
             CU_ASSERT(cpu.kv.h2d_bytes == gpu.kv.h2d_bytes);
             CU_ASSERT(cpu.kv.d2h_bytes == gpu.kv.d2h_bytes);
@@ -164,16 +186,24 @@ static void compare(const char *model, const ig_model *m, const char *policy,
     free(gpu.logits);
 }
 
+/* f32 GEMMs: the same tokens and bytes, logits within F32_BOUND. f16 GEMMs (the default): logits
+ * within LOGIT_BOUND where nothing discrete depends on them, and the same tokens where f16_same. */
+static void compare(const char *model, const ig_model *m, const char *policy,
+                    const char *const *sets, int n_sets, ig_kv_access access, int f16_same) {
+    compare1(model, m, policy, sets, n_sets, access, 1, 0);
+    compare1(model, m, policy, sets, n_sets, access, 0, f16_same);
+}
+
 static const char *k_h2o[] = {"heavy_ratio=0.3", "recent_ratio=0.2"};
 static const char *k_inf[] = {"alpha=4", "dense_layers=0"};
 
 static void all_policies(const char *name, const ig_model *m) {
-    compare(name, m, NULL, NULL, 0, IG_KV_ACCESS_AUTO);
-    compare(name, m, "full", NULL, 0, IG_KV_ACCESS_AUTO);
-    compare(name, m, "full", NULL, 0, IG_KV_ACCESS_CPU);
-    compare(name, m, "h2o", k_h2o, 2, IG_KV_ACCESS_AUTO);
-    compare(name, m, "infinigen", k_inf, 2, IG_KV_ACCESS_AUTO);
-    compare(name, m, "int4", NULL, 0, IG_KV_ACCESS_AUTO);
+    compare(name, m, NULL, NULL, 0, IG_KV_ACCESS_AUTO, 0);
+    compare(name, m, "full", NULL, 0, IG_KV_ACCESS_AUTO, 0);
+    compare(name, m, "full", NULL, 0, IG_KV_ACCESS_CPU, 0);
+    compare(name, m, "h2o", k_h2o, 2, IG_KV_ACCESS_AUTO, 0);
+    compare(name, m, "infinigen", k_inf, 2, IG_KV_ACCESS_AUTO, 0);
+    compare(name, m, "int4", NULL, 0, IG_KV_ACCESS_AUTO, 0);
 }
 
 static void fixture(const char *name) {
@@ -204,9 +234,9 @@ static void test_default_model(void) {
     ig_model *m = NULL;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_model_load(path, &lo, &m, &err), IG_OK);
-    compare("default", m, NULL, NULL, 0, IG_KV_ACCESS_AUTO);
-    compare("default", m, "full", NULL, 0, IG_KV_ACCESS_AUTO);
-    compare("default", m, "infinigen", k_inf, 2, IG_KV_ACCESS_AUTO);
+    compare("default", m, NULL, NULL, 0, IG_KV_ACCESS_AUTO, 1);
+    compare("default", m, "full", NULL, 0, IG_KV_ACCESS_AUTO, 1);
+    compare("default", m, "infinigen", k_inf, 2, IG_KV_ACCESS_AUTO, 0);
     ig_model_free(m);
 }
 

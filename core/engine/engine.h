@@ -35,6 +35,9 @@ typedef struct ig_engine_opts {
      * the KV home stays in host memory, pinned and mapped). A CUDA start-up failure falls back to
      * the CPU with one line on stderr. Set it from ig_backend_select's answer. */
     ig_backend_kind backend;
+    /* CUDA backend only: keep the weights, and run GEMMs, in f32 (no tensor cores) instead of f16
+     * (bf16 for bf16 models). Slower; for comparing with the CPU backend to f32 rounding. */
+    int cuda_f32_weights;
     /* KV policy (NULL: the plain dense f32 cache, no policy machinery). With a policy, the KV cache
      * lives in a home tier (offload/kv_home) and attention runs over the policy's selection. */
     const ig_policy_ops *policy;

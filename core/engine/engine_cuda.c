@@ -244,7 +244,9 @@ static ig_status create(ig_engine *e, ig_cu_engine *c, ig_error *err) {
     c->cs = ig_cuda_ctx_stream(c->ctx);
     IG_TRY(ig_cuda_stream_create(&c->xs, err));
     ig_weight te = ig_model_tok_embd(e->model);
-    c->wt = te.dtype == IG_DTYPE_BF16 ? IG_DTYPE_BF16 : IG_DTYPE_F16;
+    c->wt = o->cuda_f32_weights         ? IG_DTYPE_F32
+            : te.dtype == IG_DTYPE_BF16 ? IG_DTYPE_BF16
+                                        : IG_DTYPE_F16;
     size_t stage_floats = (size_t)16 << 20;
     float *stage = NULL;
     IG_TRY(alloc_f(&stage, stage_floats, err));
@@ -341,8 +343,12 @@ ig_status ig_cu_create(ig_engine *e, ig_error *err) {
 static ig_status linear(ig_cu_engine *c, const float *x, int64_t M, const cu_weight *w,
                         const float *b, float *y, ig_error *err) {
     if (M <= 0) return IG_OK;
-    IG_TRY(ig_cuda_convert(x, IG_DTYPE_F32, c->xh, c->wt, M * w->cols, c->cs, err));
-    IG_TRY(ig_cuda_gemm(c->ctx, c->cs, c->xh, c->wt, M, w->cols, w->d, c->wt, w->rows, y,
+    const void *xin = x;
+    if (c->wt != IG_DTYPE_F32) {
+        IG_TRY(ig_cuda_convert(x, IG_DTYPE_F32, c->xh, c->wt, M * w->cols, c->cs, err));
+        xin = c->xh;
+    }
+    IG_TRY(ig_cuda_gemm(c->ctx, c->cs, xin, c->wt, M, w->cols, w->d, c->wt, w->rows, y,
                         IG_DTYPE_F32, 0.0f, err));
     if (b) IG_TRY(ig_cuda_add_bias(y, b, M, w->rows, c->cs, err));
     return IG_OK;

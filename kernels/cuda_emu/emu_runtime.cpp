@@ -127,6 +127,7 @@ size_t g_arena_size, g_hw; /* reserved bytes; high-water mark (page multiple) */
 std::map<size_t, size_t> g_free, g_used; /* offset -> length */
 int g_dev_depth;
 size_t g_page = 4096;
+const size_t k_huge = (size_t)2 << 20;
 
 bool arena_init() {
     if (g_arena) return true;
@@ -134,11 +135,15 @@ bool arena_init() {
     const char *e = getenv("IG_EMU_DEVICE_MEM");
     if (e && *e) sz = (size_t)strtoull(e, nullptr, 10);
     g_page = (size_t)sysconf(_SC_PAGESIZE);
-    sz = (sz + g_page - 1) / g_page * g_page;
-    if (sz == 0) sz = g_page;
-    void *p = mmap(nullptr, sz, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    sz = (sz + k_huge - 1) / k_huge * k_huge;
+    if (sz == 0) sz = k_huge;
+    /* 2 MiB aligned and advised huge: protecting the arena then changes one entry per 2 MiB, not
+     * one per 4 KiB page (which made mprotect most of the run time with the weights resident) */
+    void *p = mmap(nullptr, sz + k_huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
     if (p == MAP_FAILED) return false;
-    g_arena = (char *)p;
+    g_arena = (char *)(((uintptr_t)p + k_huge - 1) & ~(uintptr_t)(k_huge - 1));
+    madvise(g_arena, sz, MADV_HUGEPAGE);
     g_arena_size = sz;
     g_free[0] = sz;
     const char *pr = getenv("IG_EMU_PROTECT");
@@ -272,8 +277,66 @@ uint64_t enqueue(cudaStream_t stream, std::function<void()> run) {
 
 enum { F_RUN, F_BLOCK, F_WARP, F_DONE, F_DEAD };
 
+/* Context switches between fibers. On x86-64 a few instructions that save the callee-saved
+ * registers and swap stacks (swapcontext also saves the signal mask, a system call each way,
+ * which made it most of the emulator's run time); elsewhere ucontext. */
+#if defined(__x86_64__)
+} // namespace
+extern "C" void ig_emu_switch(void **save_sp, void *to_sp);
+asm(".text\n"
+    ".globl ig_emu_switch\n"
+    ".type ig_emu_switch,@function\n"
+    "ig_emu_switch:\n"
+    "  pushq %rbp\n"
+    "  pushq %rbx\n"
+    "  pushq %r12\n"
+    "  pushq %r13\n"
+    "  pushq %r14\n"
+    "  pushq %r15\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  popq %r15\n"
+    "  popq %r14\n"
+    "  popq %r13\n"
+    "  popq %r12\n"
+    "  popq %rbx\n"
+    "  popq %rbp\n"
+    "  ret\n"
+    ".size ig_emu_switch,.-ig_emu_switch\n");
+namespace {
+struct Ctx {
+    void *sp;
+};
+void ctx_switch(Ctx *from, Ctx *to) {
+    ig_emu_switch(&from->sp, to->sp);
+}
+/* A new context on [stack, stack + size) that starts in fn (which must never return). */
+void ctx_make(Ctx *c, char *stack, size_t size, void (*fn)(), Ctx *) {
+    uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
+    void **sp = (void **)(top - 64); /* 16-aligned: fn is entered as if called */
+    for (int i = 0; i < 6; i++) sp[i] = nullptr; /* r15 r14 r13 r12 rbx rbp */
+    sp[6] = (void *)fn;
+    sp[7] = nullptr;
+    c->sp = sp;
+}
+#else
+struct Ctx {
+    ucontext_t uc;
+};
+void ctx_switch(Ctx *from, Ctx *to) {
+    swapcontext(&from->uc, &to->uc);
+}
+void ctx_make(Ctx *c, char *stack, size_t size, void (*fn)(), Ctx *link) {
+    getcontext(&c->uc);
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = size;
+    c->uc.uc_link = &link->uc;
+    makecontext(&c->uc, fn, 0);
+}
+#endif
+
 struct Fiber {
-    ucontext_t ctx;
+    Ctx ctx;
     uint3 tid;
     int lane, warp, state;
     uint64_t gen; /* the warp generation it waits for */
@@ -285,7 +348,7 @@ struct Warp {
     uint64_t slot[2][32];
 };
 
-ucontext_t g_sched;
+Ctx g_sched;
 std::vector<Fiber> g_fibers;
 std::vector<Warp> g_warps;
 std::vector<char *> g_stacks;
@@ -310,20 +373,21 @@ void kerr(const char *fmt, ...) {
 
 /* Back to the scheduler; returns when the scheduler runs this fiber again. */
 void yield_to_sched() {
-    swapcontext(&g_cur->ctx, &g_sched);
+    ctx_switch(&g_cur->ctx, &g_sched);
 }
 
 /* A fiber that hit an error never runs again. */
 [[noreturn]] void die_in_fiber() {
     g_cur->state = F_DEAD;
-    swapcontext(&g_cur->ctx, &g_sched);
+    ctx_switch(&g_cur->ctx, &g_sched);
     abort(); /* not reached: a dead fiber is never resumed */
 }
 
 void fiber_entry() {
     (*g_body)();
     g_cur->state = F_DONE;
-    /* returning switches to uc_link (the scheduler) */
+    ctx_switch(&g_cur->ctx, &g_sched); /* never resumed */
+    abort();
 }
 
 char *stack_at(size_t i) {
@@ -363,11 +427,7 @@ uint3 tid_of(int i, dim3 b) {
 }
 
 void start_fiber(Fiber &f, int i, dim3 b) {
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = g_stacks[(size_t)i];
-    f.ctx.uc_stack.ss_size = k_stack;
-    f.ctx.uc_link = &g_sched;
-    makecontext(&f.ctx, fiber_entry, 0);
+    ctx_make(&f.ctx, g_stacks[(size_t)i], k_stack, fiber_entry, &g_sched);
     f.tid = tid_of(i, b);
     f.lane = i & 31;
     f.warp = i >> 5;
@@ -387,7 +447,7 @@ void run_fibers(const std::vector<int> &set) {
             if (f.state != F_RUN) continue;
             g_cur = &f;
             ig_emu_thread_idx = f.tid;
-            swapcontext(&g_sched, &f.ctx);
+            ctx_switch(&g_sched, &f.ctx);
             g_cur = nullptr;
             progressed = true;
             if (!g_kerr.empty()) return;
@@ -422,7 +482,7 @@ bool run_first(int i, dim3 b) {
     Fiber &f = g_fibers[(size_t)i];
     g_cur = &f;
     ig_emu_thread_idx = f.tid;
-    swapcontext(&g_sched, &f.ctx);
+    ctx_switch(&g_sched, &f.ctx);
     g_cur = nullptr;
     if (f.state != F_DONE) return false;
     g_block_exited++;
@@ -794,7 +854,7 @@ cudaError_t cudaMalloc(void **out, size_t n) {
         g_free.erase(it);
         if (len > need) g_free[off + need] = len - need;
         g_used[off] = need;
-        size_t end = (off + need + g_page - 1) / g_page * g_page;
+        size_t end = (off + need + k_huge - 1) / k_huge * k_huge;
         if (end > g_hw) {
             if (g_protect && g_dev_depth > 0) mprotect(g_arena, end, PROT_READ | PROT_WRITE);
             g_hw = end;
@@ -822,7 +882,7 @@ cudaError_t cudaFree(void *p) {
     size_t len = it->second;
     g_used.erase(it);
     /* give whole pages back to the system */
-    size_t a = (off + g_page - 1) / g_page * g_page, b = (off + len) / g_page * g_page;
+    size_t a = (off + k_huge - 1) / k_huge * k_huge, b = (off + len) / k_huge * k_huge;
     if (b > a) madvise(g_arena + a, b - a, MADV_DONTNEED);
     auto nx = g_free.lower_bound(off);
     if (nx != g_free.end() && nx->first == off + len) {
@@ -1267,10 +1327,23 @@ extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
     enqueue(s, [=]() {
         std::vector<float> T((size_t)m * n, 0.0f);
         if (k > 0) {
-            std::vector<float> Af = to_f32(A, at, ar, ac, lda), Bf = to_f32(B, bt, br, bc, ldb);
+            /* f32 operands in place; f16 / bf16 ones widened (exactly) to f32 first */
+            std::vector<float> Af, Bf;
+            const float *Ap = (const float *)A, *Bp = (const float *)B;
+            int la = lda, lb = ldb;
+            if (at != CUDA_R_32F) {
+                Af = to_f32(A, at, ar, ac, lda);
+                Ap = Af.data();
+                la = std::max(1, ar);
+            }
+            if (bt != CUDA_R_32F) {
+                Bf = to_f32(B, bt, br, bc, ldb);
+                Bp = Bf.data();
+                lb = std::max(1, br);
+            }
             cblas_sgemm(CblasColMajor, tra ? CblasTrans : CblasNoTrans,
-                        trb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, Af.data(), std::max(1, ar),
-                        Bf.data(), std::max(1, br), 0.0f, T.data(), m);
+                        trb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, Ap, la, Bp, lb, 0.0f,
+                        T.data(), m);
         }
         for (int c = 0; c < n; c++)
             for (int r = 0; r < m; r++) {
