@@ -52,11 +52,8 @@ int ig_backend_select(const char *name, ig_backend_info *info) {
     char why[256] = "";
     ig_backend_info gpu;
     if (ig_backend_cuda_probe(why, sizeof why, &gpu) > 0) {
-        /* The CUDA compute path is not built yet (see docs/ARCHITECTURE.md): say so, run on CPU. */
-        fprintf(stderr,
-                "igen: GPU %s found, but the CUDA backend has no compute path yet; using the CPU\n",
-                gpu.device_name);
-        return IG_BACKEND_CPU;
+        *info = gpu;
+        return IG_BACKEND_CUDA;
     }
     if (!strcmp(name, "cuda")) fprintf(stderr, "igen: no GPU (%s); using the CPU\n", why);
     return IG_BACKEND_CPU;

@@ -24,8 +24,9 @@ int ig_backend_cuda_compiled(void);
 /* Probes for a usable GPU. Returns the number of devices, or 0 with `why` explaining (no driver,
  * no device, CUDA not compiled in, cuBLAS failed). */
 int ig_backend_cuda_probe(char *why, size_t why_len, ig_backend_info *info);
-/* Picks a backend by name ("auto", "cpu", "cuda"): "auto" and "cuda" fall back to the CPU with one
- * line on stderr when no GPU is usable. Returns the kind chosen, or -1 for an unknown name. */
+/* Picks a backend by name ("auto", "cpu", "cuda"): "auto" and "cuda" give CUDA when a GPU is usable
+ * and fall back to the CPU otherwise ("cuda" then says so in one line on stderr). Returns the kind
+ * chosen, or -1 for an unknown name. */
 int ig_backend_select(const char *name, ig_backend_info *info);
 const char *ig_backend_name(ig_backend_kind k);
 

@@ -53,10 +53,16 @@ static void test_backend_agrees(void) {
     int n = ig_backend_cuda_probe(why, sizeof why, &info);
     CU_ASSERT(n == ig_cuda_probe(NULL, why2, sizeof why2));
     if (n == 0) CU_ASSERT(strlen(why) > 0);
-    /* "auto" and "cuda" fall back to the CPU with one line, never fail */
+    /* "auto" and "cuda" give CUDA with a usable GPU; without one they fall back to the CPU with
+     * one line, never fail */
     ig_backend_info sel;
-    CU_ASSERT(ig_backend_select("auto", &sel) == IG_BACKEND_CPU);
-    CU_ASSERT(ig_backend_select("cuda", &sel) == IG_BACKEND_CPU);
+    int want = n > 0 ? IG_BACKEND_CUDA : IG_BACKEND_CPU;
+    CU_ASSERT(ig_backend_select("auto", &sel) == want);
+    CU_ASSERT(sel.kind == (ig_backend_kind)want);
+    CU_ASSERT(ig_backend_select("cuda", &sel) == want);
+    CU_ASSERT(sel.kind == (ig_backend_kind)want);
+    if (n > 0) CU_ASSERT(!strcmp(sel.device_name, info.device_name));
+    CU_ASSERT(ig_backend_select("cpu", &sel) == IG_BACKEND_CPU);
     CU_ASSERT(ig_backend_select("tpu", &sel) == -1);
 }
 

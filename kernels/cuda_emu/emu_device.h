@@ -33,11 +33,12 @@
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static
+#define __shared__      static
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 
-/* ---- the scheduler's view (kernels/cuda_emu/emu_runtime.cpp) ---------------------------------- */
+/* ---- the scheduler's view (kernels/cuda_emu/emu_runtime.cpp) ----------------------------------
+ */
 
 extern uint3 ig_emu_thread_idx, ig_emu_block_idx;
 extern dim3 ig_emu_block_dim, ig_emu_grid_dim;
@@ -58,7 +59,8 @@ void *ig_emu_dynamic_smem(void);
 void ig_emu_enqueue_kernel(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                            std::function<void()> body, const void *const *ptrs, int n_ptrs);
 
-/* ---- launches --------------------------------------------------------------------------------- */
+/* ---- launches ---------------------------------------------------------------------------------
+ */
 
 template <typename T> static inline void ig_emu_note_ptr(const T &, const void **, int *) {}
 template <typename T> static inline void ig_emu_note_ptr(T *const &p, const void **out, int *n) {
@@ -71,16 +73,17 @@ template <typename... P, typename... A>
 static inline void ig_emu_launch(const char *name, dim3 grid, dim3 block, size_t smem,
                                  cudaStream_t s, void (*kernel)(P...), A &&...args) {
     static_assert(sizeof...(P) == sizeof...(A), "kernel argument count");
-    auto tup = std::make_shared<std::tuple<typename std::decay<P>::type...>>(
-        std::forward<A>(args)...);
+    auto tup =
+        std::make_shared<std::tuple<typename std::decay<P>::type...>>(std::forward<A>(args)...);
     const void *ptrs[sizeof...(P) + 1];
     int n = 0;
     std::apply([&](const auto &...v) { (ig_emu_note_ptr(v, ptrs, &n), ...); }, *tup);
-    ig_emu_enqueue_kernel(name, grid, block, smem, s, [kernel, tup]() { std::apply(kernel, *tup); },
-                          ptrs, n);
+    ig_emu_enqueue_kernel(
+        name, grid, block, smem, s, [kernel, tup]() { std::apply(kernel, *tup); }, ptrs, n);
 }
 
-/* ---- intrinsics -------------------------------------------------------------------------------- */
+/* ---- intrinsics --------------------------------------------------------------------------------
+ */
 
 #define __syncthreads() ig_emu_syncthreads()
 

@@ -37,7 +37,6 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-
 #include <algorithm>
 #include <deque>
 #include <functional>
@@ -124,7 +123,9 @@ double now_ms() {
 
 char *g_arena;
 size_t g_arena_size, g_hw; /* reserved bytes; high-water mark (page multiple) */
-std::map<size_t, size_t> g_free, g_used; /* offset -> length */
+/* g_free: offset -> length; g_used: offset -> the bytes asked for (an allocation's extent for the
+ * range checks; it occupies them rounded up to 256) */
+std::map<size_t, size_t> g_free, g_used;
 int g_dev_depth;
 size_t g_page = 4096;
 const size_t k_huge = (size_t)2 << 20;
@@ -139,8 +140,8 @@ bool arena_init() {
     if (sz == 0) sz = k_huge;
     /* 2 MiB aligned and advised huge: protecting the arena then changes one entry per 2 MiB, not
      * one per 4 KiB page (which made mprotect most of the run time with the weights resident) */
-    void *p = mmap(nullptr, sz + k_huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *p =
+        mmap(nullptr, sz + k_huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return false;
     g_arena = (char *)(((uintptr_t)p + k_huge - 1) & ~(uintptr_t)(k_huge - 1));
     madvise(g_arena, sz, MADV_HUGEPAGE);
@@ -313,7 +314,7 @@ void ctx_switch(Ctx *from, Ctx *to) {
 /* A new context on [stack, stack + size) that starts in fn (which must never return). */
 void ctx_make(Ctx *c, char *stack, size_t size, void (*fn)(), Ctx *) {
     uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
-    void **sp = (void **)(top - 64); /* 16-aligned: fn is entered as if called */
+    void **sp = (void **)(top - 64);             /* 16-aligned: fn is entered as if called */
     for (int i = 0; i < 6; i++) sp[i] = nullptr; /* r15 r14 r13 r12 rbx rbp */
     sp[6] = (void *)fn;
     sp[7] = nullptr;
@@ -353,9 +354,9 @@ std::vector<Fiber> g_fibers;
 std::vector<Warp> g_warps;
 std::vector<char *> g_stacks;
 const size_t k_stack = 256 << 10;
-Fiber *g_cur;           /* the running fiber; nullptr when a block runs without fibers */
+Fiber *g_cur; /* the running fiber; nullptr when a block runs without fibers */
 int g_block_arrived, g_block_exited;
-std::string g_kerr;     /* the launch's error */
+std::string g_kerr; /* the launch's error */
 const char *g_kname;
 std::function<void()> *g_body;
 std::vector<unsigned char> g_smem;
@@ -468,7 +469,8 @@ void run_fibers(const std::vector<int> &set) {
         if (!progressed) {
             int nb = 0, nwp = 0;
             for (int i : set)
-                nb += g_fibers[(size_t)i].state == F_BLOCK, nwp += g_fibers[(size_t)i].state == F_WARP;
+                nb += g_fibers[(size_t)i].state == F_BLOCK,
+                    nwp += g_fibers[(size_t)i].state == F_WARP;
             kerr("deadlock: %d threads wait at __syncthreads, %d in warp intrinsics", nb, nwp);
             return;
         }
@@ -558,8 +560,8 @@ void run_grid(const char *name, dim3 grid, dim3 block, size_t smem, std::functio
                 make_order(ord, n, mode);
                 run_block(n, block, ord);
                 if (!g_kerr.empty()) {
-                    emu_fault(cudaErrorLaunchFailure, "kernel %s, block (%u,%u,%u): %s", name, x,
-                              y, z, g_kerr.c_str());
+                    emu_fault(cudaErrorLaunchFailure, "kernel %s, block (%u,%u,%u): %s", name, x, y,
+                              z, g_kerr.c_str());
                     return;
                 }
             }
@@ -577,12 +579,12 @@ void ig_emu_syncthreads(void) {
     if (!g_cur) {
         uint3 t = ig_emu_thread_idx;
         kerr("thread (%u,%u,%u) reached __syncthreads after other threads of its block left the "
-             "kernel without reaching it", t.x, t.y, t.z);
+             "kernel without reaching it",
+             t.x, t.y, t.z);
         return;
     }
     if (g_block_exited > 0) {
-        kerr("__syncthreads reached after %d threads of the block left the kernel",
-             g_block_exited);
+        kerr("__syncthreads reached after %d threads of the block left the kernel", g_block_exited);
         die_in_fiber();
     }
     int n = (int)g_fibers.size();
@@ -603,7 +605,8 @@ uint64_t ig_emu_warp_exchange(unsigned mask, uint64_t mine, int src, const char 
     if (!g_cur) {
         uint3 t = ig_emu_thread_idx;
         kerr("thread (%u,%u,%u) reached %s after other threads of its block left the kernel "
-             "without reaching it", t.x, t.y, t.z, what);
+             "without reaching it",
+             t.x, t.y, t.z, what);
         return mine;
     }
     Warp &w = g_warps[(size_t)g_cur->warp];
@@ -631,7 +634,8 @@ uint64_t ig_emu_warp_exchange(unsigned mask, uint64_t mine, int src, const char 
         w.gen++;
         int base = g_cur->warp * 32;
         for (int l = 0; l < w.n_lanes; l++)
-            if (g_fibers[(size_t)(base + l)].state == F_WARP) g_fibers[(size_t)(base + l)].state = F_RUN;
+            if (g_fibers[(size_t)(base + l)].state == F_WARP)
+                g_fibers[(size_t)(base + l)].state = F_RUN;
     }
     yield_to_sched();
     int l = src & 31;
@@ -643,7 +647,8 @@ unsigned ig_emu_warp_ballot(unsigned mask, int pred) {
     if (!g_cur) {
         uint3 t = ig_emu_thread_idx;
         kerr("thread (%u,%u,%u) reached __ballot_sync after other threads of its block left the "
-             "kernel without reaching it", t.x, t.y, t.z);
+             "kernel without reaching it",
+             t.x, t.y, t.z);
         return 0;
     }
     int nl = g_warps[(size_t)g_cur->warp].n_lanes, lane = g_cur->lane;
@@ -853,7 +858,7 @@ cudaError_t cudaMalloc(void **out, size_t n) {
         size_t off = it->first, len = it->second;
         g_free.erase(it);
         if (len > need) g_free[off + need] = len - need;
-        g_used[off] = need;
+        g_used[off] = n;
         size_t end = (off + need + k_huge - 1) / k_huge * k_huge;
         if (end > g_hw) {
             if (g_protect && g_dev_depth > 0) mprotect(g_arena, end, PROT_READ | PROT_WRITE);
@@ -865,8 +870,7 @@ cudaError_t cudaMalloc(void **out, size_t n) {
         *out = g_arena + off;
         return cudaSuccess;
     }
-    return emu_fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu): out of emulated device memory",
-                    n);
+    return emu_fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu): out of emulated device memory", n);
 }
 
 cudaError_t cudaFree(void *p) {
@@ -879,7 +883,7 @@ cudaError_t cudaFree(void *p) {
     auto it = g_used.find(off);
     if (it == g_used.end())
         return emu_fail(cudaErrorInvalidValue, "cudaFree(%p): not the start of an allocation", p);
-    size_t len = it->second;
+    size_t len = (it->second + 255) / 256 * 256;
     g_used.erase(it);
     /* give whole pages back to the system */
     size_t a = (off + k_huge - 1) / k_huge * k_huge, b = (off + len) / k_huge * k_huge;
@@ -1118,8 +1122,10 @@ cudaError_t check_copy(const char *fn, void *dst, const void *src, size_t n, cud
         return emu_fail(cudaErrorInvalidValue, "%s: invalid cudaMemcpyKind %d", fn, (int)kind);
     }
     if (!ok)
-        return emu_fail(cudaErrorInvalidValue, "%s: kind %d, but the destination is %s and the "
-                        "source is %s", fn, (int)kind, where_name(d), where_name(s));
+        return emu_fail(cudaErrorInvalidValue,
+                        "%s: kind %d, but the destination is %s and the "
+                        "source is %s",
+                        fn, (int)kind, where_name(d), where_name(s));
     return cudaSuccess;
 }
 
@@ -1194,8 +1200,7 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     if (n == 0) return cudaSuccess;
     Where w = where(p, n);
     if (!device_accessible(w))
-        return emu_fail(cudaErrorInvalidValue, "cudaMemsetAsync(%p, %zu): %s", p, n,
-                        where_name(w));
+        return emu_fail(cudaErrorInvalidValue, "cudaMemsetAsync(%p, %zu): %s", p, n, where_name(w));
     enqueue(s, [=]() { memset(p, v, n); });
     return cudaSuccess;
 }
@@ -1273,12 +1278,11 @@ std::vector<float> to_f32(const void *p, cudaDataType_t t, int rows, int cols, i
 
 } // namespace
 
-extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
-                                       cublasOperation_t tb, int m, int n, int k,
-                                       const void *alpha, const void *A, cudaDataType_t at,
-                                       int lda, const void *B, cudaDataType_t bt, int ldb,
-                                       const void *beta, void *C, cudaDataType_t ct, int ldc,
-                                       cublasComputeType_t comp, cublasGemmAlgo_t algo) {
+extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                       int m, int n, int k, const void *alpha, const void *A,
+                                       cudaDataType_t at, int lda, const void *B, cudaDataType_t bt,
+                                       int ldb, const void *beta, void *C, cudaDataType_t ct,
+                                       int ldc, cublasComputeType_t comp, cublasGemmAlgo_t algo) {
     EMU_LOCK;
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (g_sticky != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
