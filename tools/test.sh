@@ -10,7 +10,7 @@ fast=0
 [ "${1:-}" = "--fast" ] && fast=1
 export OMP_WAIT_POLICY=passive
 if command -v clang-format >/dev/null; then
-  unformatted=$(cd "$repo" && git ls-files '*.c' '*.h' '*.cu' | while read -r f; do
+  unformatted=$(cd "$repo" && git ls-files '*.c' '*.h' '*.cu' '*.cpp' | while read -r f; do
     clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || echo "$f"; done)
   if [ -n "$unformatted" ]; then
     echo "test.sh: not clang-formatted (run clang-format -i):" $unformatted >&2
