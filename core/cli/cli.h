@@ -36,6 +36,7 @@ enum {
     IG_OPT_VERBOSE,
     IG_OPT_QUIET,
     IG_OPT_BACKEND,
+    IG_OPT_CUDA_GEMM,
     IG_OPT_FIRST_FREE = 1100,
 };
 #define IG_CLI_COMMON_LONGOPTS                                                                     \
@@ -43,8 +44,9 @@ enum {
         {"threads", required_argument, NULL, IG_OPT_THREADS},                                      \
         {"dtype", required_argument, NULL, IG_OPT_DTYPE},                                          \
         {"verbose", no_argument, NULL, IG_OPT_VERBOSE},                                            \
-        {"quiet", no_argument, NULL, IG_OPT_QUIET}, {                                              \
-        "backend", required_argument, NULL, IG_OPT_BACKEND                                         \
+        {"quiet", no_argument, NULL, IG_OPT_QUIET},                                                \
+        {"backend", required_argument, NULL, IG_OPT_BACKEND}, {                                    \
+        "cuda-gemm", required_argument, NULL, IG_OPT_CUDA_GEMM                                     \
     }
 
 #define IG_CLI_COMMON_HELP                                                                         \
@@ -56,6 +58,8 @@ enum {
     "  --backend B       auto (default), cpu or cuda; without a usable GPU igen says so and "      \
     "uses\n"                                                                                       \
     "                    the CPU\n"                                                                \
+    "  --cuda-gemm T     CUDA weights and GEMMs in f16 (default; bf16 models: bf16) or\n"          \
+    "                    f32 (slower; matches the CPU backend to f32 rounding)\n"                  \
     "  --verbose         log loading and timing details to stderr\n"                               \
     "  --quiet           no progress lines on stderr\n"                                            \
     "  -h, --help        this help\n"
@@ -213,6 +217,8 @@ ig_model *ig_cli_load_model(const ig_cli_common *c);
 ig_backend_kind ig_cli_select_backend(const char *name);
 /* The backend chosen last (CPU before any choice): what commands put in ig_engine_opts.backend. */
 ig_backend_kind ig_cli_backend(void);
+/* --cuda-gemm f32 was given: what commands put in ig_engine_opts.cuda_f32_weights. */
+int ig_cli_cuda_f32(void);
 /* Prints "igen CMD: message" for an error. */
 void ig_cli_error(const char *cmd, const ig_error *err);
 /* Parses an integer/float option value strictly; prints an error naming the option on failure. */

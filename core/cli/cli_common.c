@@ -42,6 +42,12 @@ int ig_cli_parse_float(const char *cmd, const char *opt, const char *s, double l
     return 0;
 }
 
+static int g_cuda_f32;
+
+int ig_cli_cuda_f32(void) {
+    return g_cuda_f32;
+}
+
 int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
     long v;
     switch (opt) {
@@ -74,6 +80,13 @@ int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
             return -1;
         }
         c->backend = arg;
+        return 1;
+    case IG_OPT_CUDA_GEMM:
+        if (strcmp(arg, "f16") && strcmp(arg, "f32")) {
+            fprintf(stderr, "igen: --cuda-gemm: '%s' is not one of f16, f32\n", arg);
+            return -1;
+        }
+        g_cuda_f32 = !strcmp(arg, "f32");
         return 1;
     default:
         return 0;

@@ -167,6 +167,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
                          .threads = com.threads};
     ig_cli_policy_apply(&pol, &eo);
     eo.backend = ig_cli_backend();
+    eo.cuda_f32_weights = ig_cli_cuda_f32();
     if (ig_cli_offload_setup("bench-decode", &off, m, (int)batch, (int)plen, (int)(glen + warmup),
                              &pol, &eo) != 0)
         goto out;

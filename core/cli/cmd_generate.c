@@ -198,7 +198,8 @@ int ig_cmd_generate(int argc, char **argv) {
                          .max_ctx = max_prompt + (int)n_new,
                          .max_batch_tokens = batch_tokens,
                          .threads = com.threads,
-                         .backend = ig_cli_backend()};
+                         .backend = ig_cli_backend(),
+                         .cuda_f32_weights = ig_cli_cuda_f32()};
     if (ig_cli_offload_setup("generate", &off, m, n_seq, max_prompt, (int)n_new + 1, NULL, &eo) !=
         0)
         goto out;

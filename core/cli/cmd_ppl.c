@@ -183,7 +183,8 @@ int ig_cmd_ppl(int argc, char **argv) {
                          .max_ctx = (int)ctx,
                          .max_batch_tokens = (int)batch_tokens,
                          .threads = com.threads,
-                         .backend = ig_cli_backend()};
+                         .backend = ig_cli_backend(),
+                         .cuda_f32_weights = ig_cli_cuda_f32()};
     ig_cli_policy_apply(&pol, &eo);
     if (ig_cli_offload_setup("ppl", &off, m, (int)batch, (int)(prefill > 0 ? prefill : ctx),
                              (int)(prefill > 0 ? ctx - prefill : 1), &pol, &eo) != 0)
