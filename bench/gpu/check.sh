@@ -47,7 +47,7 @@ log "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 # ${gen[@]+...}: an empty array under `set -u` is an error in bash < 4.4
-if ! cmake -S "$repo" -B "$build" ${gen[@]+"${gen[@]}"} -DCMAKE_BUILD_TYPE=Release -DIG_CUDA=ON \
+if ! cmake -S "$repo" -B "$build" ${gen[@]+"${gen[@]}"} -DCMAKE_BUILD_TYPE=Release -DIG_CUDA=ON -DIG_CUDA_EMU=OFF \
      -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$out/build.log" 2>&1 ||
    ! cmake --build "$build" -j "$(nproc)" >> "$out/build.log" 2>&1; then
   tail -30 "$out/build.log"
