@@ -81,12 +81,16 @@ std::vector<std::unique_ptr<CUevent_st>> g_events;
 cudaError_t g_last = cudaSuccess, g_sticky = cudaSuccess;
 bool g_protect = true;
 
+void emu_vlog(const char *what, const char *fmt, va_list ap) {
+    fprintf(stderr, "igen CUDA emulator: %s", what);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void emu_log(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("igen CUDA emulator: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    emu_vlog("", fmt, ap);
     va_end(ap);
 }
 
@@ -94,9 +98,7 @@ void emu_log(const char *fmt, ...) {
 void emu_fault(cudaError_t e, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("igen CUDA emulator: device fault: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    emu_vlog("device fault: ", fmt, ap);
     va_end(ap);
     if (g_sticky == cudaSuccess) g_sticky = e;
 }
@@ -105,9 +107,7 @@ void emu_fault(cudaError_t e, const char *fmt, ...) {
 cudaError_t emu_fail(cudaError_t e, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("igen CUDA emulator: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    emu_vlog("", fmt, ap);
     va_end(ap);
     g_last = e;
     return e;
