@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_args.h"
 #include "core/engine/engine.h"
 #include "core/log.h"
 #include "core/model/model.h"
@@ -77,7 +78,7 @@ int main(int argc, char **argv) {
             model_path = optarg;
             break;
         case O_THREADS:
-            threads = atoi(optarg);
+            threads = (int)ig_bench_long("bench_engine", "--threads", optarg, 1, 1024);
             break;
         case O_DTYPE: {
             int t = ig_dtype_from_name(optarg);
@@ -89,16 +90,16 @@ int main(int argc, char **argv) {
             break;
         }
         case O_PLEN:
-            prompt_len = atoi(optarg);
+            prompt_len = (int)ig_bench_long("bench_engine", "--prompt-len", optarg, 1, 1 << 20);
             break;
         case O_STEPS:
-            steps = atoi(optarg);
+            steps = (int)ig_bench_long("bench_engine", "--decode-steps", optarg, 1, 1 << 20);
             break;
         case O_BATCHES:
             batches_arg = optarg;
             break;
         case O_REPS:
-            reps = atoi(optarg);
+            reps = (int)ig_bench_long("bench_engine", "--reps", optarg, 1, 1 << 20);
             break;
         case O_JSON:
             json_path = optarg;
@@ -110,14 +111,15 @@ int main(int argc, char **argv) {
     }
     int batches[16], n_batches = 0, max_batch = 1;
     for (const char *s = batches_arg; *s && n_batches < 16;) {
-        int b = atoi(s);
-        if (b < 1 || b > 256) {
+        char *end = NULL;
+        long b = strtol(s, &end, 10);
+        if (end == s || (*end && *end != ',') || b < 1 || b > 256) {
             fprintf(stderr, "bench_engine: --batches: '%s' is not a list of sizes 1..256\n",
                     batches_arg);
             return 2;
         }
-        batches[n_batches++] = b;
-        if (b > max_batch) max_batch = b;
+        batches[n_batches++] = (int)b;
+        if (b > max_batch) max_batch = (int)b;
         s = strchr(s, ',');
         if (!s) break;
         s++;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_args.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -59,13 +60,14 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         } else if (!strcmp(a, "--kv-only")) {
             o->kv_only = 1;
         } else if (val && !strcmp(a, "--threads")) {
-            o->threads = atoi(val), i++;
+            o->threads = (int)ig_bench_long(argv[0], "--threads", val, 1, 1024), i++;
         } else if (val && !strcmp(a, "--bw-mib")) {
-            o->bw_bytes = (size_t)atol(val) << 20, i++;
+            o->bw_bytes = (size_t)ig_bench_long(argv[0], "--bw-mib", val, 1, 1 << 20) << 20, i++;
         } else if (val && !strcmp(a, "--cold-mib")) {
-            o->cold_bytes = (size_t)atol(val) << 20, i++;
+            o->cold_bytes = (size_t)ig_bench_long(argv[0], "--cold-mib", val, 1, 1 << 20) << 20,
+            i++;
         } else if (val && !strcmp(a, "--time")) {
-            o->min_time_s = atof(val), i++;
+            o->min_time_s = ig_bench_double(argv[0], "--time", val, 1e-3, 3600), i++;
         } else if (val && !strcmp(a, "--json")) {
             o->json_path = val, i++;
         } else {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_args.h"
 #include "core/engine/engine.h"
 #include "core/log.h"
 #include "core/model/model.h"
@@ -103,7 +104,7 @@ int main(int argc, char **argv) {
             model_path = optarg;
             break;
         case O_THREADS:
-            threads = atoi(optarg);
+            threads = (int)ig_bench_long("bench_overlap", "--threads", optarg, 1, 1024);
             break;
         case O_DTYPE: {
             int t = ig_dtype_from_name(optarg);
@@ -115,13 +116,13 @@ int main(int argc, char **argv) {
             break;
         }
         case O_BATCH:
-            B = atoi(optarg);
+            B = (int)ig_bench_long("bench_overlap", "--batch", optarg, 1, 4096);
             break;
         case O_PLEN:
-            L = atoi(optarg);
+            L = (int)ig_bench_long("bench_overlap", "--prompt-len", optarg, 1, 1 << 20);
             break;
         case O_STEPS:
-            S = atoi(optarg);
+            S = (int)ig_bench_long("bench_overlap", "--steps", optarg, 1, 1 << 20);
             break;
         case O_LINKS:
             links = optarg;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_args.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -21,13 +22,19 @@
 int main(int argc, char **argv) {
     size_t mib = 1024, row_bytes = 256;
     int reps = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--mib"))
-            mib = (size_t)atol(argv[i + 1]);
+            mib = (size_t)ig_bench_long("bench_h2d", "--mib", v, 16, 1 << 20);
         else if (!strcmp(argv[i], "--row-bytes"))
-            row_bytes = (size_t)atol(argv[i + 1]);
+            row_bytes = (size_t)ig_bench_long("bench_h2d", "--row-bytes", v, 16, 1 << 20);
         else if (!strcmp(argv[i], "--reps"))
-            reps = atoi(argv[i + 1]);
+            reps = (int)ig_bench_long("bench_h2d", "--reps", v, 1, 1000);
+        else {
+            fprintf(stderr, "bench_h2d: unknown option '%s'\n", argv[i]);
+            i = argc;
+            reps = 0; /* the usage line below */
+        }
     }
     if (mib < 16 || row_bytes < 16 || reps < 1) {
         fprintf(stderr, "usage: bench_h2d [--mib N>=16] [--row-bytes B>=16] [--reps R>=1]\n");
