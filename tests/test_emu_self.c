@@ -20,6 +20,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/cuda_kernels.h"
 #include "tests/emu_probe.h"
 #include "tests/test_util.h"
 
@@ -603,6 +604,62 @@ static void test_host_pointer_argument(void) {
     }
 }
 
+/* The same check reaches pointers inside a structure passed by value: ig_cuda_attention_rows with
+ * its key table (a.k) in pageable host memory is a sticky cudaErrorIllegalAddress naming the
+ * kernel; the same call with the table on the device works. `arg` != NULL: the bad case. */
+static void child_struct_pointer(const void *arg) {
+    const int hd = 8, rows = 4;
+    size_t tb = (size_t)rows * hd * sizeof(float);
+    float *k = NULL, *v = NULL, *q = NULL, *out = NULL;
+    int32_t *nsel = NULL, four = rows;
+    float *host_k = malloc(tb);
+    if (!host_k || cudaMalloc((void **)&k, tb) != cudaSuccess ||
+        cudaMalloc((void **)&v, tb) != cudaSuccess ||
+        cudaMalloc((void **)&q, hd * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&out, hd * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&nsel, sizeof(int32_t)) != cudaSuccess)
+        _exit(4);
+    for (int i = 0; i < rows * hd; i++) host_k[i] = 0.5f;
+    if (cudaMemcpy(k, host_k, tb, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaMemcpy(v, host_k, tb, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaMemcpy(q, host_k, hd * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaMemcpy(nsel, &four, sizeof four, cudaMemcpyHostToDevice) != cudaSuccess)
+        _exit(5);
+    ig_cuda_attn_rows a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1;
+    a.n_head = a.n_kv_head = 1;
+    a.hd = hd;
+    a.scale = 1.0f;
+    a.kv_dtype = IG_DTYPE_F32;
+    a.k = arg ? (const void *)host_k : (const void *)k;
+    a.v = v;
+    a.table_stride = (int64_t)rows * hd;
+    a.row_stride = hd;
+    a.n_sel = nsel;
+    ig_error err;
+    memset(&err, 0, sizeof err);
+    report(ig_cuda_attention_rows(&a, q, out, NULL, &err) == IG_OK ? cudaSuccess
+                                                                   : cudaErrorUnknown);
+    report(cudaDeviceSynchronize());
+    report(cudaGetLastError());
+}
+
+static void test_struct_pointer_member(void) {
+    for (int bad = 0; bad < 2; bad++) {
+        child_result r;
+        run_child(child_struct_pointer, bad ? (const void *)"bad" : NULL, &r);
+        CU_ASSERT(exited_ok(&r));
+        CU_ASSERT_EQUAL(r.n, 3);
+        /* the launch: the emulator finds the fault as it queues the kernel, so the launcher's
+         * cudaGetLastError already reports it (cudaErrorUnknown: the child's "launcher failed") */
+        CU_ASSERT_EQUAL(reported(&r, 0), bad ? cudaErrorUnknown : cudaSuccess);
+        CU_ASSERT_EQUAL(reported(&r, 1), bad ? cudaErrorIllegalAddress : cudaSuccess);
+        CU_ASSERT_EQUAL(reported(&r, 2), bad ? cudaErrorIllegalAddress : cudaSuccess);
+        if (bad) CU_ASSERT(strstr(r.err, "attn_rows_kernel") != NULL);
+    }
+}
+
 typedef struct misuse_case {
     ig_probe_misuse which;
     const char *order;
@@ -874,6 +931,7 @@ void ig_test_register(void) {
     CU_add_test(s, "event_query", test_event_query);
     CU_add_test(s, "host_access_faults", test_host_access_faults);
     CU_add_test(s, "host_pointer_argument", test_host_pointer_argument);
+    CU_add_test(s, "struct_pointer_member", test_struct_pointer_member);
     CU_add_test(s, "barrier_misuse", test_barrier_misuse);
     CU_add_test(s, "invalid_launch_config", test_invalid_launch_config);
     CU_add_test(s, "copy_checks", test_copy_checks);

@@ -62,6 +62,11 @@ void ig_emu_enqueue_kernel(const char *name, dim3 grid, dim3 block, size_t smem,
 /* ---- launches ---------------------------------------------------------------------------------
  */
 
+/* The pointers a launch's arguments carry, checked at launch: pointer arguments, and the pointer
+ * members of the structures kernels/cuda passes by value (listed in emu_runtime.cpp). */
+struct ig_cuda_attn_rows;
+void ig_emu_note_ptr(const ig_cuda_attn_rows &a, const void **out, int *n);
+#define IG_EMU_MAX_STRUCT_PTRS 16
 template <typename T> static inline void ig_emu_note_ptr(const T &, const void **, int *) {}
 template <typename T> static inline void ig_emu_note_ptr(T *const &p, const void **out, int *n) {
     out[(*n)++] = (const void *)p;
@@ -75,7 +80,7 @@ static inline void ig_emu_launch(const char *name, dim3 grid, dim3 block, size_t
     static_assert(sizeof...(P) == sizeof...(A), "kernel argument count");
     auto tup =
         std::make_shared<std::tuple<typename std::decay<P>::type...>>(std::forward<A>(args)...);
-    const void *ptrs[sizeof...(P) + 1];
+    const void *ptrs[sizeof...(P) + IG_EMU_MAX_STRUCT_PTRS];
     int n = 0;
     std::apply([&](const auto &...v) { (ig_emu_note_ptr(v, ptrs, &n), ...); }, *tup);
     ig_emu_enqueue_kernel(

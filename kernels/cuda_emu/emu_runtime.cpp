@@ -37,6 +37,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "kernels/cuda/cuda_kernels.h"
+
 #include <algorithm>
 #include <deque>
 #include <functional>
@@ -662,6 +664,11 @@ unsigned ig_emu_warp_ballot(unsigned mask, int pred) {
     return r & mask;
 }
 
+void ig_emu_note_ptr(const ig_cuda_attn_rows &a, const void **out, int *n) {
+    const void *p[] = {a.k, a.v, a.idx, a.n_sel, a.k_extra, a.v_extra, a.probs};
+    for (const void *q : p) out[(*n)++] = q;
+}
+
 void ig_emu_enqueue_kernel(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                            std::function<void()> body, const void *const *ptrs, int n_ptrs) {
     std::lock_guard<std::recursive_mutex> lk(g_mu);
@@ -688,8 +695,10 @@ void ig_emu_enqueue_kernel(const char *name, dim3 grid, dim3 block, size_t smem,
         if (!ptrs[i]) continue;
         Where w = where(ptrs[i], 0);
         if (!device_accessible(w)) {
-            emu_fault(cudaErrorIllegalAddress, "kernel %s: pointer argument %d (%p) is %s", name,
-                      i + 1, ptrs[i], where_name(w));
+            emu_fault(cudaErrorIllegalAddress,
+                      "kernel %s: pointer %d of its arguments (%p, structure members counted in "
+                      "order) is %s",
+                      name, i + 1, ptrs[i], where_name(w));
             return;
         }
     }
