@@ -370,26 +370,27 @@ static void test_dynamic_shared_memory(void) {
  * source before cudaStreamSynchronize changes what the device gets (the emulator showing the
  * missing synchronisation; a GPU may copy either value). A pageable source is read at the call,
  * as CUDA stages it before returning. */
+/* Queues an H2D copy of src (filled with `queued`), overwrites src with `later` before the sync,
+ * and returns how many of the n values the device got are not `expect`. */
+static int h2d_overwritten(float *src, float *d, float *got, int n, cudaStream_t s, float queued,
+                           float later, float expect) {
+    size_t nb = (size_t)n * sizeof(float);
+    fill(src, n, queued);
+    CK(cudaMemcpyAsync(d, src, nb, cudaMemcpyHostToDevice, s));
+    fill(src, n, later); /* before the sync: the bug the emulator exposes */
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(got, d, nb, cudaMemcpyDeviceToHost));
+    return count_not(got, n, expect);
+}
+
 static void test_deferred_h2d(void) {
     const int n = 256;
     size_t nb = (size_t)n * sizeof(float);
     float *pin = pinned_alloc(nb), *pg = host_alloc(nb), *got = host_alloc(nb);
     float *d = dev_alloc(nb);
     cudaStream_t s = new_stream();
-
-    fill(pin, n, 1.0f);
-    CK(cudaMemcpyAsync(d, pin, nb, cudaMemcpyHostToDevice, s));
-    fill(pin, n, 2.0f); /* before the sync: the bug the emulator exposes */
-    CK(cudaStreamSynchronize(s));
-    CK(cudaMemcpy(got, d, nb, cudaMemcpyDeviceToHost));
-    CU_ASSERT_EQUAL(count_not(got, n, 2.0f), 0);
-
-    fill(pg, n, 3.0f);
-    CK(cudaMemcpyAsync(d, pg, nb, cudaMemcpyHostToDevice, s));
-    fill(pg, n, 4.0f);
-    CK(cudaStreamSynchronize(s));
-    CK(cudaMemcpy(got, d, nb, cudaMemcpyDeviceToHost));
-    CU_ASSERT_EQUAL(count_not(got, n, 3.0f), 0);
+    CU_ASSERT_EQUAL(h2d_overwritten(pin, d, got, n, s, 1.0f, 2.0f, 2.0f), 0); /* read late */
+    CU_ASSERT_EQUAL(h2d_overwritten(pg, d, got, n, s, 3.0f, 4.0f, 3.0f), 0);  /* staged */
 
     CK(cudaStreamDestroy(s));
     CK(cudaFree(d));
