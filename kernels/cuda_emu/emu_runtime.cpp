@@ -21,7 +21,8 @@
  *
  * Environment: IG_EMU_DEVICE_MEM (bytes of device memory, default 16 GiB),
  * IG_EMU_ORDER=forward|reverse|random (the order of a block's threads between barriers),
- * IG_EMU_PROTECT=0 (no page protection of the arena). */
+ * IG_EMU_PROTECT=0 (no page protection of the arena), IG_EMU_EAGER=1 (stream work runs as soon as
+ * it is queued: the opposite interleaving of the default, which runs it as late as possible). */
 #include <cblas.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -82,6 +83,7 @@ std::vector<std::unique_ptr<CUstream_st>> g_streams; /* kept after destroy: wait
 std::vector<std::unique_ptr<CUevent_st>> g_events;
 cudaError_t g_last = cudaSuccess, g_sticky = cudaSuccess;
 bool g_protect = true;
+bool g_eager = false; /* IG_EMU_EAGER=1: stream work runs when queued (the other extreme) */
 
 void emu_vlog(const char *what, const char *fmt, va_list ap) {
     fprintf(stderr, "igen CUDA emulator: %s", what);
@@ -151,6 +153,8 @@ bool arena_init() {
     g_free[0] = sz;
     const char *pr = getenv("IG_EMU_PROTECT");
     g_protect = !(pr && strcmp(pr, "0") == 0);
+    const char *ea = getenv("IG_EMU_EAGER");
+    g_eager = ea && strcmp(ea, "1") == 0;
     if (!g_protect) mprotect(g_arena, g_arena_size, PROT_READ | PROT_WRITE);
     return true;
 }
@@ -273,7 +277,9 @@ uint64_t enqueue(cudaStream_t stream, std::function<void()> run) {
         return s->queued;
     }
     s->q.push_back(Op{std::move(run)});
-    return ++s->queued;
+    ++s->queued;
+    if (g_eager) flush(s, UINT64_MAX);
+    return s->queued;
 }
 
 /* ---- kernels: fibers ------------------------------------------------------------------------- */
