@@ -209,6 +209,13 @@ ig_status ig_cli_measure_decode(ig_engine *e, struct ig_wstream *ws, const int32
 void ig_cli_common_init(ig_cli_common *c);
 /* Handles one of the common options; returns 1 if it was one, 0 if not, -1 on a bad value. */
 int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg);
+/* One option of a model command through the common, policy and offload handlers in turn (pol and
+ * off may be NULL for commands without them): 1 handled, 0 none of theirs, -1 a bad value
+ * (message printed). */
+int ig_cli_model_opt(ig_cli_common *c, ig_cli_policy *pol, ig_cli_offload *off, int opt,
+                     const char *arg);
+/* After getopt: 0 if no operands are left, else prints "igen CMD: unexpected argument" and -1. */
+int ig_cli_no_operands(const char *cmd, int argc, char **argv);
 /* Loads the model named by the options (or the default one); prints the error and returns NULL. */
 ig_model *ig_cli_load_model(const ig_cli_common *c);
 /* The backend for a name (auto, cpu, cuda) through ig_backend_select, which prints its one-line

@@ -1,5 +1,6 @@
 /* Options shared by the igen subcommands, strict number parsing, error printing. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,20 @@ int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
     default:
         return 0;
     }
+}
+
+int ig_cli_model_opt(ig_cli_common *c, ig_cli_policy *pol, ig_cli_offload *off, int opt,
+                     const char *arg) {
+    int r = ig_cli_common_opt(c, opt, arg);
+    if (r == 0 && pol) r = ig_cli_policy_opt(pol, opt, arg);
+    if (r == 0 && off) r = ig_cli_offload_opt(off, opt, arg);
+    return r;
+}
+
+int ig_cli_no_operands(const char *cmd, int argc, char **argv) {
+    if (optind >= argc) return 0;
+    fprintf(stderr, "igen %s: unexpected argument '%s'\n", cmd, argv[optind]);
+    return -1;
 }
 
 static ig_backend_kind g_backend = IG_BACKEND_CPU;

@@ -61,9 +61,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     int random_tokens = 0, json = 0, opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int r = ig_cli_common_opt(&com, opt, optarg);
-        if (r == 0) r = ig_cli_policy_opt(&pol, opt, optarg);
-        if (r == 0) r = ig_cli_offload_opt(&off, opt, optarg);
+        int r = ig_cli_model_opt(&com, &pol, &off, opt, optarg);
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
@@ -103,10 +101,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
             return IG_EXIT_ERROR;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "igen bench-decode: unexpected argument '%s'\n", argv[optind]);
-        return IG_EXIT_ERROR;
-    }
+    if (ig_cli_no_operands("bench-decode", argc, argv)) return IG_EXIT_ERROR;
     if (ig_cli_policy_resolve("bench-decode", &pol) != 0) return IG_EXIT_ERROR;
     static char default_text[4096];
     if (!text_path && !random_tokens) {

@@ -84,10 +84,7 @@ int ig_cmd_calibrate(int argc, char **argv) {
             return IG_EXIT_ERROR;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "igen calibrate: unexpected argument '%s'\n", argv[optind]);
-        return IG_EXIT_ERROR;
-    }
+    if (ig_cli_no_operands("calibrate", argc, argv)) return IG_EXIT_ERROR;
     if (!text_path || !out_path) {
         fprintf(stderr, "igen calibrate: --text FILE and --out SKEW are required (see 'igen "
                         "calibrate --help')\n");

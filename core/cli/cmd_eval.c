@@ -136,8 +136,7 @@ int ig_cmd_eval(int argc, char **argv) {
     depths[0] = 0.5;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int r = ig_cli_common_opt(&com, opt, optarg);
-        if (r == 0) r = ig_cli_policy_opt(&pol, opt, optarg);
+        int r = ig_cli_model_opt(&com, &pol, NULL, opt, optarg);
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
@@ -200,10 +199,7 @@ int ig_cmd_eval(int argc, char **argv) {
             return IG_EXIT_ERROR;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "igen eval: unexpected argument '%s'\n", argv[optind]);
-        return IG_EXIT_ERROR;
-    }
+    if (ig_cli_no_operands("eval", argc, argv)) return IG_EXIT_ERROR;
     if (!task) {
         fprintf(stderr, "igen eval: --task NAME is required (tasks: %s)\n", ig_eval_task_names());
         return IG_EXIT_ERROR;

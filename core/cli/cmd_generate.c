@@ -79,8 +79,7 @@ int ig_cmd_generate(int argc, char **argv) {
     double temperature = 0.0, top_p = 1.0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "hn:", longopts, NULL)) != -1) {
-        int r = ig_cli_common_opt(&com, opt, optarg);
-        if (r == 0) r = ig_cli_offload_opt(&off, opt, optarg);
+        int r = ig_cli_model_opt(&com, NULL, &off, opt, optarg);
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
@@ -128,10 +127,7 @@ int ig_cmd_generate(int argc, char **argv) {
             return IG_EXIT_ERROR;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "igen generate: unexpected argument '%s'\n", argv[optind]);
-        return IG_EXIT_ERROR;
-    }
+    if (ig_cli_no_operands("generate", argc, argv)) return IG_EXIT_ERROR;
     if (n_prompts == 0) prompts[n_prompts++] = "The capital of France is";
     int n_seq = batch > 0 ? (int)batch : n_prompts;
 

@@ -39,10 +39,7 @@ int ig_cmd_info(int argc, char **argv) {
         fprintf(stderr, "igen info: see 'igen info --help'\n");
         return IG_EXIT_ERROR;
     }
-    if (optind < argc) {
-        fprintf(stderr, "igen info: unexpected argument '%s'\n", argv[optind]);
-        return IG_EXIT_ERROR;
-    }
+    if (ig_cli_no_operands("info", argc, argv)) return IG_EXIT_ERROR;
     ig_model *m = ig_cli_load_model(&com);
     if (!m) return IG_EXIT_ERROR;
     const ig_model_config *c = ig_model_get_config(m);

@@ -391,10 +391,7 @@ int ig_cmd_plan(int argc, char **argv) {
             return IG_EXIT_ERROR;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "igen plan: unexpected argument '%s'\n", argv[optind]);
-        return IG_EXIT_ERROR;
-    }
+    if (ig_cli_no_operands("plan", argc, argv)) return IG_EXIT_ERROR;
     if (!!shape_name + !!model_path != 1) {
         fprintf(stderr, "igen plan: give exactly one of --shape NAME and --model PATH\n");
         return IG_EXIT_ERROR;

@@ -75,9 +75,7 @@ int ig_cmd_ppl(int argc, char **argv) {
     int json = 0, opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int r = ig_cli_common_opt(&com, opt, optarg);
-        if (r == 0) r = ig_cli_policy_opt(&pol, opt, optarg);
-        if (r == 0) r = ig_cli_offload_opt(&off, opt, optarg);
+        int r = ig_cli_model_opt(&com, &pol, &off, opt, optarg);
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
@@ -113,10 +111,7 @@ int ig_cmd_ppl(int argc, char **argv) {
             return IG_EXIT_ERROR;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "igen ppl: unexpected argument '%s'\n", argv[optind]);
-        return IG_EXIT_ERROR;
-    }
+    if (ig_cli_no_operands("ppl", argc, argv)) return IG_EXIT_ERROR;
     if (!text_path) {
         fprintf(stderr, "igen ppl: --text FILE is required (see 'igen ppl --help')\n");
         return IG_EXIT_ERROR;

@@ -166,10 +166,7 @@ int ig_cmd_profile_hw(int argc, char **argv) {
             return IG_EXIT_ERROR;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "igen profile-hw: unexpected argument '%s'\n", argv[optind]);
-        return IG_EXIT_ERROR;
-    }
+    if (ig_cli_no_operands("profile-hw", argc, argv)) return IG_EXIT_ERROR;
     if (!dir) {
         const char *t = getenv("TMPDIR");
         dir = t && *t ? t : "/tmp";

@@ -50,10 +50,7 @@ int ig_cmd_topo(int argc, char **argv) {
             return IG_EXIT_ERROR;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "igen topo: unexpected argument '%s'\n", argv[optind]);
-        return IG_EXIT_ERROR;
-    }
+    if (ig_cli_no_operands("topo", argc, argv)) return IG_EXIT_ERROR;
     if (xml && synthetic) {
         fprintf(stderr, "igen topo: --xml and --synthetic exclude each other\n");
         return IG_EXIT_ERROR;
