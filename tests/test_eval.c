@@ -707,6 +707,40 @@ static void test_cli(void) {
     free(r);
 }
 
+/* --percent: the same task scored with the weights and the KV home in host memory gives the same
+ * numbers (placement moves bytes, it does not change what is computed), and says it offloaded. */
+static void test_placement(void) {
+    ig_test_run *r = malloc(sizeof *r);
+    char env[4400], args[9000];
+    snprintf(env, sizeof env, "IGEN_MODEL='%s'", ig_test_fixture("tiny_llama"));
+    const char *place[2] = {"", "--percent 0,100,0,100,100,0"};
+    double ppl[2] = {-1, -2}, acc[2] = {-1, -2};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args,
+                 "eval --task lambada --data '%s' --json --quiet --policy full %s",
+                 fixture_dir("lambada"), place[i]);
+        ig_test_igen(r, env, args);
+        CU_ASSERT_EQUAL(r->status, 0);
+        if (r->status) fprintf(stderr, "\n    %s\n", r->err);
+        json_object *o = json_tokener_parse(r->out), *off;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+        CU_ASSERT_EQUAL(json_num(o, "ppl", &ppl[i]), 0);
+        CU_ASSERT_EQUAL(json_num(o, "acc", &acc[i]), 0);
+        CU_ASSERT(json_object_object_get_ex(o, "offload", &off) &&
+                  json_object_get_boolean(off) == (i == 1));
+        json_object_put(o);
+    }
+    CU_ASSERT(ppl[0] > 0 && ppl[0] == ppl[1]);
+    CU_ASSERT_EQUAL(acc[0], acc[1]);
+    /* KV off the device needs a policy, said in one line */
+    snprintf(args, sizeof args, "eval --task lambada --data '%s' --percent 0,100,0,100,100,0",
+             fixture_dir("lambada"));
+    ig_test_igen(r, env, args);
+    CU_ASSERT_NOT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "needs a KV policy"));
+    free(r);
+}
+
 /* The default model on the real COPA data: with and without a policy. */
 static void test_default_model(void) {
     const char *model = ig_test_default_model();
@@ -744,6 +778,7 @@ static void test_default_model(void) {
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("eval", suite_init, suite_clean);
     CU_add_test(s, "copa_prompts", test_copa_prompts);
+    CU_add_test(s, "placement", test_placement);
     CU_add_test(s, "other_prompts", test_other_prompts);
     CU_add_test(s, "winogrande_prompts", test_winogrande_prompts);
     CU_add_test(s, "lambada_prompts", test_lambada_prompts);

@@ -46,7 +46,8 @@ static void help(void) {
         "  --show            print the first item's requests (context | continuation, tokens) on\n"
         "                    stderr\n"
         "  --json            print one JSON object (acc, acc_stderr, n, task, policy, KV stats)\n"
-        "                    on stdout\n" IG_CLI_POLICY_HELP IG_CLI_COMMON_HELP);
+        "                    on stdout\n" IG_CLI_POLICY_HELP IG_CLI_OFFLOAD_HELP
+            IG_CLI_COMMON_HELP);
 }
 
 typedef struct progress_state {
@@ -108,6 +109,7 @@ int ig_cmd_eval(int argc, char **argv) {
     static const struct option longopts[] = {
         IG_CLI_COMMON_LONGOPTS,
         IG_CLI_POLICY_LONGOPTS,
+        IG_CLI_OFFLOAD_LONGOPTS,
         {"task", required_argument, NULL, O_TASK},
         {"shots", required_argument, NULL, O_SHOTS},
         {"limit", required_argument, NULL, O_LIMIT},
@@ -128,6 +130,8 @@ int ig_cmd_eval(int argc, char **argv) {
     ig_cli_common_init(&com);
     ig_cli_policy pol;
     ig_cli_policy_init(&pol);
+    ig_cli_offload off;
+    ig_cli_offload_init(&off);
     const char *task = NULL, *data = NULL, *depth_arg = "0.5";
     long shots = 0, limit = 0, seed = 1234, batch = 16, prefill = 0, length = 1024, seeds = 10;
     int json = 0, bos = 0, show = 0, opt;
@@ -136,7 +140,7 @@ int ig_cmd_eval(int argc, char **argv) {
     depths[0] = 0.5;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int r = ig_cli_model_opt(&com, &pol, NULL, opt, optarg);
+        int r = ig_cli_model_opt(&com, &pol, &off, opt, optarg);
         if (r < 0) return IG_EXIT_ERROR;
         if (r > 0) continue;
         switch (opt) {
@@ -270,8 +274,12 @@ int ig_cmd_eval(int argc, char **argv) {
     ig_engine_opts eo = {.max_seqs = slots,
                          .max_ctx = max_tokens,
                          .max_batch_tokens = max_tokens > 2048 ? max_tokens : 2048,
-                         .threads = com.threads};
+                         .threads = com.threads,
+                         .backend = ig_cli_backend(),
+                         .cuda_f32_weights = ig_cli_cuda_f32()};
     ig_cli_policy_apply(&pol, &eo);
+    /* placement as for prompts of the longest request, each continuation token one decode step */
+    if (ig_cli_offload_setup("eval", &off, m, slots, max_tokens, 1, &pol, &eo) != 0) goto out;
     if (ig_engine_create(m, &eo, &e, &err) != IG_OK) {
         ig_cli_error("eval", &err);
         goto out;
@@ -330,6 +338,7 @@ int ig_cmd_eval(int argc, char **argv) {
         json_object_object_add(o, "threads", json_object_new_int(ig_cpu_get_threads()));
         json_object_object_add(o, "seconds", json_object_new_double(res.seconds));
         ig_cli_policy_json(&pol, e, o);
+        ig_cli_offload_json(&off, o);
         printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         json_object_put(o);
     } else {
@@ -343,12 +352,14 @@ int ig_cmd_eval(int argc, char **argv) {
             printf("  acc_norm %.4f +- %.4f\n", res.acc_norm, res.acc_norm_stderr);
         if (res.has_ppl) printf("  ppl %.4f +- %.4f\n", res.ppl, res.ppl_stderr);
         ig_cli_policy_print(&pol, e, stdout);
+        ig_cli_offload_print(&off, stdout);
     }
     rc = 0;
 out:
     ig_eval_result_free(&res);
     ig_engine_free(e);
     ig_eval_task_free(t);
+    ig_cli_offload_free(&off);
     ig_model_free(m);
     ig_cli_policy_free(&pol);
     return rc;
