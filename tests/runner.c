@@ -111,6 +111,9 @@ int main(int argc, char **argv) {
         usage(argv[0]);
         return 0;
     }
+    /* The igen commands tests run compare with CPU-computed references: on a machine with a GPU
+     * the CLI's default backend (auto) would pick CUDA. Tests that want CUDA ask for it. */
+    setenv("IGEN_BACKEND", "cpu", 0);
     if (CU_initialize_registry() != CUE_SUCCESS) {
         fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
         return 2;

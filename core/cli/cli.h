@@ -55,9 +55,8 @@ enum {
     "SmolLM2-135M)\n"                                                                              \
     "  --threads N       compute threads (default: all cores)\n"                                   \
     "  --dtype T         weight storage: f32 (default), f16, bf16\n"                               \
-    "  --backend B       auto (default), cpu or cuda; without a usable GPU igen says so and "      \
-    "uses\n"                                                                                       \
-    "                    the CPU\n"                                                                \
+    "  --backend B       auto (default, or $IGEN_BACKEND), cpu or cuda; without a usable GPU\n"    \
+    "                    igen says so and uses the CPU\n"                                          \
     "  --cuda-gemm T     CUDA weights and GEMMs in f16 (default; bf16 models: bf16) or\n"          \
     "                    f32 (slower; matches the CPU backend to f32 rounding)\n"                  \
     "  --verbose         log loading and timing details to stderr\n"                               \

@@ -16,6 +16,14 @@ void ig_cli_common_init(ig_cli_common *c) {
     memset(c, 0, sizeof *c);
     c->dtype = IG_DTYPE_F32;
     c->backend = "auto";
+    const char *env = getenv("IGEN_BACKEND"); /* the default of --backend */
+    if (env && *env) {
+        if (!strcmp(env, "auto") || !strcmp(env, "cpu") || !strcmp(env, "cuda"))
+            c->backend = env;
+        else
+            fprintf(stderr, "igen: IGEN_BACKEND='%s' is not one of auto, cpu, cuda; using auto\n",
+                    env);
+    }
 }
 
 int ig_cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
