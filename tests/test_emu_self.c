@@ -919,6 +919,9 @@ static void test_cublas_gemm(void) {
 }
 
 void ig_test_register(void) {
+    /* the arena's page protection is what host_access_faults tests: on even where the emulator
+     * would leave it off by default (no transparent huge pages) */
+    setenv("IG_EMU_PROTECT", "1", 0);
     CU_pSuite s = CU_add_suite("emu_self", NULL, NULL);
     CU_add_test(s, "copy_kernel", test_copy_kernel);
     CU_add_test(s, "fresh_alloc_is_poisoned", test_fresh_alloc_is_poisoned);

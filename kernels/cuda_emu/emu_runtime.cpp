@@ -21,8 +21,10 @@
  *
  * Environment: IG_EMU_DEVICE_MEM (bytes of device memory, default 16 GiB),
  * IG_EMU_ORDER=forward|reverse|random (the order of a block's threads between barriers),
- * IG_EMU_PROTECT=0 (no page protection of the arena), IG_EMU_EAGER=1 (stream work runs as soon as
- * it is queued: the opposite interleaving of the default, which runs it as late as possible). */
+ * IG_EMU_PROTECT=0|1 (page protection of the arena off / on; by default on where transparent huge
+ * pages can back the arena, since with 4 KiB pages each protection change walks every page),
+ * IG_EMU_EAGER=1 (stream work runs as soon as it is queued: the opposite interleaving of the
+ * default, which runs it as late as possible). */
 #include <cblas.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -134,6 +136,16 @@ int g_dev_depth;
 size_t g_page = 4096;
 const size_t k_huge = (size_t)2 << 20;
 
+/* Whether madvise(MADV_HUGEPAGE) can give the arena 2 MiB pages. */
+bool huge_pages_usable() {
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return false;
+    char buf[128] = "";
+    bool ok = fgets(buf, sizeof buf, f) && !strstr(buf, "[never]");
+    fclose(f);
+    return ok;
+}
+
 bool arena_init() {
     if (g_arena) return true;
     size_t sz = (size_t)16 << 30;
@@ -152,7 +164,11 @@ bool arena_init() {
     g_arena_size = sz;
     g_free[0] = sz;
     const char *pr = getenv("IG_EMU_PROTECT");
-    g_protect = !(pr && strcmp(pr, "0") == 0);
+    if (pr && *pr)
+        g_protect = strcmp(pr, "0") != 0;
+    else if (!(g_protect = huge_pages_usable()))
+        emu_log("transparent huge pages are off here, so device memory is not page-protected "
+                "(IG_EMU_PROTECT=1 protects it, slowly)");
     const char *ea = getenv("IG_EMU_EAGER");
     g_eager = ea && strcmp(ea, "1") == 0;
     if (!g_protect) mprotect(g_arena, g_arena_size, PROT_READ | PROT_WRITE);
@@ -1283,13 +1299,39 @@ void store_elem(void *p, cudaDataType_t t, size_t i, float v) {
 }
 
 /* Column-major rows x cols at ld -> dense f32 rows x cols. */
-std::vector<float> to_f32(const void *p, cudaDataType_t t, int rows, int cols, int ld) {
-    std::vector<float> out((size_t)rows * (size_t)cols);
-    for (int c = 0; c < cols; c++)
-        for (int r = 0; r < rows; r++)
-            out[(size_t)c * rows + r] = load_elem(p, t, (size_t)c * ld + r);
-    return out;
+/* Every f16 bit pattern's f32 value: widening whole weight matrices at each GEMM through
+ * __half2float was most of the emulated decode time. */
+const float *f16_table() {
+    static std::vector<float> tab;
+    if (tab.empty()) {
+        tab.resize(65536);
+        for (unsigned u = 0; u < 65536; u++)
+            tab[u] = __half2float(__ushort_as_half((unsigned short)u));
+    }
+    return tab.data();
 }
+
+/* Column-major rows x cols at ld -> dense f32 rows x cols in `out` (exact: every f16 / bf16 is an
+ * f32). `out` is reused from GEMM to GEMM (they run one at a time, under the lock), so its pages
+ * are not faulted in afresh each time. */
+void to_f32(const void *p, cudaDataType_t t, int rows, int cols, int ld, std::vector<float> &out) {
+    out.resize((size_t)rows * (size_t)cols);
+    const uint16_t *h = (const uint16_t *)p;
+    const float *tab = t == CUDA_R_16F ? f16_table() : nullptr;
+    for (int c = 0; c < cols; c++) {
+        const uint16_t *col = h + (size_t)c * ld;
+        float *o = out.data() + (size_t)c * rows;
+        if (tab)
+            for (int r = 0; r < rows; r++) o[r] = tab[col[r]];
+        else
+            for (int r = 0; r < rows; r++) {
+                uint32_t u = (uint32_t)col[r] << 16; /* bf16: the top half of an f32 */
+                memcpy(&o[r], &u, 4);
+            }
+    }
+}
+
+std::vector<float> g_gemm_a, g_gemm_b, g_gemm_t; /* the shim's scratch */
 
 } // namespace
 
@@ -1344,20 +1386,20 @@ extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, c
     float al = *(const float *)alpha, be = *(const float *)beta; /* host pointer mode */
     CUstream_st *s = h->s;
     enqueue(s, [=]() {
-        std::vector<float> T((size_t)m * n, 0.0f);
+        std::vector<float> &T = g_gemm_t;
+        T.assign((size_t)m * n, 0.0f);
         if (k > 0) {
             /* f32 operands in place; f16 / bf16 ones widened (exactly) to f32 first */
-            std::vector<float> Af, Bf;
             const float *Ap = (const float *)A, *Bp = (const float *)B;
             int la = lda, lb = ldb;
             if (at != CUDA_R_32F) {
-                Af = to_f32(A, at, ar, ac, lda);
-                Ap = Af.data();
+                to_f32(A, at, ar, ac, lda, g_gemm_a);
+                Ap = g_gemm_a.data();
                 la = std::max(1, ar);
             }
             if (bt != CUDA_R_32F) {
-                Bf = to_f32(B, bt, br, bc, ldb);
-                Bp = Bf.data();
+                to_f32(B, bt, br, bc, ldb, g_gemm_b);
+                Bp = g_gemm_b.data();
                 lb = std::max(1, br);
             }
             cblas_sgemm(CblasColMajor, tra ? CblasTrans : CblasNoTrans,

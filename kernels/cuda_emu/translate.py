@@ -8,6 +8,7 @@ Two rewrites, nothing else changes (a #line directive keeps compiler messages on
       -> T *name = (T *)ig_emu_dynamic_smem();
 Usage: translate.py IN.cu OUT.cpp
 """
+import os
 import re
 import sys
 
@@ -130,8 +131,6 @@ def main():
         f.write('#include "kernels/cuda_emu/emu_device.h"\n')
         f.write(f'#line 1 "{src}"\n')
         f.write(body)
-    import os
-
     os.replace(dst + ".tmp", dst)
 
 
