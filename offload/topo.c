@@ -4,9 +4,11 @@
 #include "offload/topo.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@ struct ig_topo {
     ig_topo_source source;
     char *source_desc;
     int this_system;
+    int xml_parser; /* XML sources: ig_topo_xml_full_parser() at load */
     int n_packages, n_cores, n_pus;
     int n_numa;
     ig_topo_numa *numa;
@@ -239,6 +242,25 @@ static ig_status topo_finish(ig_topo *t, ig_topo **out, ig_error *err) {
     return IG_OK;
 }
 
+/* PCI discovery is an hwloc plugin too (Debian: libhwloc-plugins). Without it this machine's
+ * topology has no PCI devices, so no GPU and no GPU locality: say so once, when the kernel lists
+ * PCI devices that hwloc did not see. */
+static void warn_if_no_pci(hwloc_topology_t hw) {
+    static int warned;
+    if (warned || hwloc_get_next_pcidev(hw, NULL)) return;
+    DIR *d = opendir("/sys/bus/pci/devices");
+    if (!d) return;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    if (n == 0) return;
+    warned = 1;
+    IG_WARN("hwloc found no PCI device on this machine while /sys/bus/pci lists %d: its PCI "
+            "plugin is probably not installed (Debian package libhwloc-plugins), so GPUs and their "
+            "NUMA nodes are missing from the topology",
+            n);
+}
+
 ig_status ig_topo_discover(ig_topo **out, ig_error *err) {
     if (!out) return ig_error_set(err, IG_ERR_INVALID_ARG, "ig_topo_discover: out is NULL");
     *out = NULL;
@@ -250,6 +272,7 @@ ig_status ig_topo_discover(ig_topo **out, ig_error *err) {
         return ig_error_set(err, IG_ERR_IO, "hwloc could not discover this machine's topology: %s",
                             strerror(e));
     }
+    warn_if_no_pci(t->hw);
     return topo_finish(t, out, err);
 }
 
@@ -300,6 +323,70 @@ static ig_status check_xml_file(const char *path, ig_error *err) {
     return IG_OK;
 }
 
+/* A one-PU topology as hwloc writes it, with or without an XML comment before <topology>. */
+static const char probe_head[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                                 "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n";
+static const char probe_comment[] = "<!-- igen: does hwloc read XML comments? -->\n";
+static const char probe_body[] =
+    "<topology version=\"2.0\">\n"
+    "  <object type=\"Machine\" os_index=\"0\" cpuset=\"0x00000001\" "
+    "complete_cpuset=\"0x00000001\" allowed_cpuset=\"0x00000001\" nodeset=\"0x00000001\" "
+    "complete_nodeset=\"0x00000001\" allowed_nodeset=\"0x00000001\" gp_index=\"1\">\n"
+    "    <object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x00000001\" "
+    "complete_cpuset=\"0x00000001\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" "
+    "gp_index=\"2\" local_memory=\"1048576\"/>\n"
+    "    <object type=\"PU\" os_index=\"0\" cpuset=\"0x00000001\" complete_cpuset=\"0x00000001\" "
+    "nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" gp_index=\"3\"/>\n"
+    "  </object>\n"
+    "</topology>\n";
+
+static int probe_load(int with_comment) {
+    char buf[2048];
+    int n = snprintf(buf, sizeof buf, "%s%s%s", probe_head, with_comment ? probe_comment : "",
+                     probe_body);
+    if (n <= 0 || (size_t)n >= sizeof buf) return 0;
+    hwloc_topology_t hw;
+    if (hwloc_topology_init(&hw) != 0) return 0;
+    int ok = hwloc_topology_set_xmlbuffer(hw, buf, n + 1) == 0 && hwloc_topology_load(hw) == 0;
+    hwloc_topology_destroy(hw);
+    return ok;
+}
+
+int ig_topo_xml_full_parser(void) {
+    if (!probe_load(0)) return -1;
+    return probe_load(1);
+}
+
+/* The line of the first construct that hwloc's minimal XML parser does not read (a comment or a
+ * CDATA section after the header), 0 when there is none in the file's first 64 KiB. */
+static int minimal_parser_obstacle(const char *path, const char **what) {
+    enum { CAP = 65536 };
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char *buf = malloc(CAP);
+    if (!buf) {
+        fclose(f);
+        return 0;
+    }
+    size_t got = fread(buf, 1, CAP - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    const char *c = strstr(buf, "<!--"), *d = strstr(buf, "<![CDATA[");
+    const char *hit = c;
+    *what = "an XML comment";
+    if (d && (!hit || d < hit)) {
+        hit = d;
+        *what = "a CDATA section";
+    }
+    int line = 0;
+    if (hit) {
+        line = 1;
+        for (const char *q = buf; q < hit; q++) line += *q == '\n';
+    }
+    free(buf);
+    return line;
+}
+
 ig_status ig_topo_load_xml(const char *path, ig_topo **out, ig_error *err) {
     if (!out || !path || !*path)
         return ig_error_set(err, IG_ERR_INVALID_ARG, "ig_topo_load_xml: no file given");
@@ -309,11 +396,35 @@ ig_status ig_topo_load_xml(const char *path, ig_topo **out, ig_error *err) {
     IG_TRY(topo_new(IG_TOPO_SRC_XML, path, &t, err));
     if (hwloc_topology_set_xml(t->hw, path) != 0 || hwloc_topology_load(t->hw) != 0) {
         ig_topo_free(t);
+        /* Debian ships hwloc's libxml2 importer apart (libhwloc-plugins); without it hwloc falls
+         * back to a minimal parser that reads only XML as hwloc itself writes it. Say which
+         * parser rejected the file, and why where that can be seen. */
+        if (ig_topo_xml_full_parser() == 0) {
+            const char *env = getenv("HWLOC_LIBXML_IMPORT");
+            const char *why = env && !strcmp(env, "0")
+                                  ? "HWLOC_LIBXML_IMPORT=0 turns off hwloc's libxml2 importer"
+                                  : "hwloc's libxml2 importer is not installed: Debian package "
+                                    "libhwloc-plugins";
+            const char *what = NULL;
+            int line = minimal_parser_obstacle(path, &what);
+            if (line > 0)
+                return ig_error_set(
+                    err, IG_ERR_UNSUPPORTED,
+                    "%s:%d: %s, which hwloc's minimal XML parser does not read (%s; or let "
+                    "hwloc rewrite the file: 'lstopo --input FILE --of xml OUT.xml')",
+                    path, line, what, why);
+            return ig_error_set(err, IG_ERR_FORMAT,
+                                "%s: not a valid hwloc XML topology (malformed or truncated, or "
+                                "XML that hwloc did not write: hwloc's minimal XML parser "
+                                "rejected it; %s)",
+                                path, why);
+        }
         return ig_error_set(err, IG_ERR_FORMAT,
                             "%s: not a valid hwloc XML topology (malformed or truncated: hwloc's "
                             "XML parser rejected it)",
                             path);
     }
+    t->xml_parser = ig_topo_xml_full_parser();
     return topo_finish(t, out, err);
 }
 
@@ -501,6 +612,11 @@ json_object *ig_topo_to_json(const ig_topo *t) {
     json_object_object_add(o, "source", json_object_new_string(t->source_desc));
     json_object_object_add(o, "source_kind", json_object_new_string(source_kind_name(t->source)));
     json_object_object_add(o, "this_system", json_object_new_boolean(t->this_system));
+    if (t->source == IG_TOPO_SRC_XML)
+        json_object_object_add(o, "hwloc_xml_parser",
+                               json_object_new_string(t->xml_parser == 1   ? "libxml2"
+                                                      : t->xml_parser == 0 ? "minimal"
+                                                                           : "unknown"));
     json_object_object_add(o, "packages", json_object_new_int(t->n_packages));
     json_object_object_add(o, "cores", json_object_new_int(t->n_cores));
     json_object_object_add(o, "pus", json_object_new_int(t->n_pus));

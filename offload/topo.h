@@ -54,6 +54,10 @@ ig_status ig_topo_discover(ig_topo **out, ig_error *err);
 /* An hwloc XML export (lstopo foo.xml, hwloc 2.x format). A missing or unreadable file, a file that
  * is not XML, not an hwloc topology, or truncated: an error naming the path and which of these. */
 ig_status ig_topo_load_xml(const char *path, ig_topo **out, ig_error *err);
+/* Which XML parser hwloc uses here, found by loading two small topologies: 1 its libxml2 importer
+ * (reads any well-formed XML), 0 its minimal parser (reads only XML as hwloc writes it: no
+ * comments; Debian ships the importer in libhwloc-plugins), -1 neither loaded. */
+int ig_topo_xml_full_parser(void);
 /* An hwloc synthetic description such as "pack:2 numa:1 core:4 pu:2" (no I/O objects, no GPUs).
  * A description hwloc rejects: an error quoting it (and the level type it does not know, if any).
  */

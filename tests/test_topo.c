@@ -337,6 +337,117 @@ static void test_bad_xml(void) {
     CU_ASSERT_EQUAL(ig_topo_load_xml("", &t, NULL), IG_ERR_INVALID_ARG);
 }
 
+/* ---- both of hwloc's XML parsers ------------------------------------------------------------- */
+
+/* HWLOC_LIBXML_IMPORT=0 makes hwloc use its minimal parser, as on a Debian machine without
+ * libhwloc-plugins. hwloc reads it once per process, so these loads run `igen topo` with it set. */
+static void igen_topo_minimal(ig_test_run *r, const char *path) {
+    char args[4500];
+    snprintf(args, sizeof args, "topo --xml '%s' --json", path);
+    ig_test_igen(r, "HWLOC_LIBXML_IMPORT=0", args);
+}
+
+/* The topology's JSON without the parser's name, for comparing loads across parsers. */
+static char *json_without_parser(const char *text) {
+    json_object *j = json_tokener_parse(text);
+    if (!j) return NULL;
+    json_object_object_del(j, "hwloc_xml_parser");
+    char *s = strdup(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+    json_object_put(j);
+    return s;
+}
+
+static char *topo_json(const char *path) {
+    ig_topo *t = NULL;
+    ig_error err;
+    ig_error_clear(&err);
+    if (ig_topo_load_xml(path, &t, &err) != IG_OK) {
+        fprintf(stderr, "\n    %s\n", err.msg);
+        return NULL;
+    }
+    json_object *j = ig_topo_to_json(t);
+    char *s = strdup(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+    json_object_put(j);
+    ig_topo_free(t);
+    return s;
+}
+
+static void test_fixtures_either_parser(void) {
+    const char *names[] = {"topo/two_socket_two_gpu.xml", "topo/gpu_on_machine_no_cuda.xml"};
+    static ig_test_run r;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *path = ig_test_fixture(names[i]);
+        char *dflt = topo_json(path);
+        igen_topo_minimal(&r, path);
+        if (r.status != 0) fprintf(stderr, "\n    minimal parser: %s\n", r.err);
+        CU_ASSERT_EQUAL(r.status, 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\"hwloc_xml_parser\":\"minimal\""));
+        char *a = dflt ? json_without_parser(dflt) : NULL, *b = json_without_parser(r.out);
+        CU_ASSERT_PTR_NOT_NULL(a);
+        CU_ASSERT_PTR_NOT_NULL(b);
+        if (a && b) CU_ASSERT_STRING_EQUAL(a, b);
+        free(a);
+        free(b);
+        free(dflt);
+    }
+}
+
+/* A hand-written topology with a comment: the minimal parser's error names the line and the way
+ * out; the libxml2 importer, where installed, reads it like the fixture it was made from. */
+static void test_comment_minimal_parser(void) {
+    size_t n = 0;
+    char *full = read_all(ig_test_fixture("topo/two_socket_two_gpu.xml"), &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(full);
+    const char *top = strstr(full, "<topology");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(top);
+    const char *comment = "<!-- written by hand -->\n";
+    size_t head = (size_t)(top - full), cn = strlen(comment);
+    char *buf = malloc(n + cn + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    memcpy(buf, full, head);
+    memcpy(buf + head, comment, cn);
+    memcpy(buf + head + cn, top, n - head + 1);
+    char path[4400];
+    snprintf(path, sizeof path, "%s", write_tmp("commented.xml", buf, n + cn));
+    free(buf);
+
+    static ig_test_run r;
+    igen_topo_minimal(&r, path);
+    CU_ASSERT_EQUAL(r.status, 2);
+    char where[4500];
+    snprintf(where, sizeof where, "%s:3: an XML comment", path); /* after <?xml and DOCTYPE */
+    if (!strstr(r.err, where)) fprintf(stderr, "\n    %s\n", r.err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, where));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "HWLOC_LIBXML_IMPORT=0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "lstopo --input"));
+    CU_ASSERT_PTR_NULL(strstr(r.err, "malformed"));
+
+    /* truncation under the minimal parser is still called truncation */
+    igen_topo_minimal(&r, write_tmp("trunc_min.xml", full, n / 2));
+    CU_ASSERT_EQUAL(r.status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "truncated"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "minimal XML parser"));
+
+    if (ig_topo_xml_full_parser() == 1) {
+        char *want = topo_json(ig_test_fixture("topo/two_socket_two_gpu.xml"));
+        char *got = topo_json(path);
+        CU_ASSERT_PTR_NOT_NULL(got);
+        CU_ASSERT(want && strstr(want, "\"hwloc_xml_parser\":\"libxml2\""));
+        if (want && got) {
+            /* the same machine; only the source path differs */
+            CU_ASSERT_PTR_NOT_NULL(strstr(got, "commented.xml"));
+            CU_ASSERT_STRING_EQUAL(strstr(want, "\"source_kind\""), strstr(got, "\"source_kind\""));
+        }
+        free(want);
+        free(got);
+    } else {
+        fprintf(stderr, "\n    hwloc's libxml2 importer is not installed here "
+                        "(libhwloc-plugins): the commented file was checked only under the "
+                        "minimal parser\n");
+    }
+    free(full);
+}
+
 /* ---- this machine (consistency only) --------------------------------------------------------- */
 
 static void test_this_machine(void) {
@@ -628,6 +739,8 @@ void ig_test_register(void) {
     CU_add_test(s, "shared_hwloc_files", test_shared_hwloc_files);
     CU_add_test(s, "synthetic", test_synthetic);
     CU_add_test(s, "bad_xml", test_bad_xml);
+    CU_add_test(s, "fixtures_either_parser", test_fixtures_either_parser);
+    CU_add_test(s, "comment_minimal_parser", test_comment_minimal_parser);
     CU_add_test(s, "this_machine", test_this_machine);
     CU_pSuite h = CU_add_suite("hostmem", NULL, NULL);
     CU_add_test(h, "fallback_warns_once", test_hostmem_fallback_warns_once);

@@ -16,7 +16,7 @@ for a in "$@"; do
 done
 
 packages=(build-essential cmake ninja-build pkg-config clang clang-format libomp-dev
-          libopenblas-dev libhwloc-dev libyaml-dev libcunit1-dev libjson-c-dev libpcre2-dev
+          libopenblas-dev libhwloc-dev libhwloc-plugins libyaml-dev libcunit1-dev libjson-c-dev libpcre2-dev
           gnuplot-nox python3 python3-pip)
 if [ "$do_apt" = 1 ]; then
   missing=()
