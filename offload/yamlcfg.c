@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <yaml.h>
+
+#include "core/io/yaml_guard.h"
 
 typedef struct ycx {
     yaml_document_t *doc;
@@ -340,8 +343,13 @@ static ig_status load_parser(yaml_parser_t *parser, const char *name, const ig_y
     ycx c = {&doc, name, err};
     yaml_node_t *top = yaml_document_get_root_node(&doc);
     ig_status st;
+    yaml_mark_t where;
+    char why[256];
     if (!top) {
         st = ig_error_set(err, IG_ERR_FORMAT, "%s:1:1: (top level): the file is empty", name);
+    } else if (ig_yaml_guard_check(&doc, &where, why, sizeof why)) {
+        st = ig_error_set(err, IG_ERR_FORMAT, "%s:%zu:%zu: %s", name, where.line + 1,
+                          where.column + 1, why);
     } else {
         st = load_map_checked(&c, top, root, dst, "");
     }
@@ -377,6 +385,14 @@ ig_status ig_yamlcfg_load_string(const char *text, size_t len, const char *name,
 ig_status ig_yamlcfg_load_file(const char *path, const ig_yfield *root, void *dst, ig_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return ig_error_set(err, IG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st_;
+    if (fstat(fileno(f), &st_) == 0 && S_ISREG(st_.st_mode) &&
+        (size_t)st_.st_size > IG_YAML_MAX_BYTES) {
+        fclose(f);
+        return ig_error_set(err, IG_ERR_FORMAT,
+                            "%s: larger than %zu MiB, the limit for a YAML file", path,
+                            IG_YAML_MAX_BYTES >> 20);
+    }
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) {
         fclose(f);

@@ -126,6 +126,7 @@ static void test_profile_errors(void) {
     expect_bad_profile("duplicate_key.yaml", "6:3: device.memory_gib: duplicate key");
     expect_bad_profile("numa_bad.yaml", "6:14: device.numa_node: node 3 is not among");
     expect_bad_profile("numa_sum.yaml", "9:5: host.numa_nodes: the nodes hold 80 GiB");
+    expect_bad_profile("alias_bomb.yaml", "7:5: the document expands to more than 200000 values");
     /* from memory, and an empty file */
     static ig_hwprof p;
     ig_error err;

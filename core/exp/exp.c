@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/exp/exp_schema.h"
+#include "core/io/yaml_guard.h"
 
 static ig_status nomem(ig_error *err) {
     return ig_error_set(err, IG_ERR_NOMEM, "out of memory");
@@ -23,6 +24,13 @@ static ig_status read_all(const char *path, char **out, size_t *len, ig_error *e
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
         if (n < cap) break;
+        if (cap >= IG_YAML_MAX_BYTES) {
+            free(buf);
+            fclose(f);
+            return ig_error_set(err, IG_ERR_FORMAT,
+                                "%s: larger than %zu MiB, the limit for an experiment file", path,
+                                IG_YAML_MAX_BYTES >> 20);
+        }
         char *nb = realloc(buf, cap * 2);
         if (!nb) {
             free(buf);

@@ -9,6 +9,8 @@
 
 #include <yaml.h>
 
+#include "core/io/yaml_guard.h"
+
 #define EXP_MAX_DEPTH 64
 
 ig_status exp_fail(ig_error *err, const char *file, exp_loc loc, const char *path, const char *fmt,
@@ -212,7 +214,12 @@ ig_status exp_tree_parse(const char *text, size_t len, const char *file, const c
     }
     c.doc = &doc;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (root) st = convert(&c, root, "", 0, out);
+    yaml_mark_t where;
+    char why[256];
+    if (root && ig_yaml_guard_check(&doc, &where, why, sizeof why))
+        st = exp_fail(err, file, mark_loc(&c, where), "", "%s", why);
+    else if (root)
+        st = convert(&c, root, "", 0, out);
     yaml_document_delete(&doc);
     if (st == IG_OK && root) {
         yaml_document_t more;
