@@ -228,6 +228,35 @@ static void expect_hf_error(const char *path, ig_status code, const char *n1, co
     ig_tokenizer_free(tok);
 }
 
+/* Regression inputs that once crashed, hung or exhausted memory (tests/fixtures/tokenizer/hostile).
+ */
+static void test_hostile(void) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s", ig_test_fixture("tokenizer/hostile/prepend_raw_byte.json"));
+    expect_hf_error(path, IG_ERR_FORMAT, "prepend_raw_byte.json:1:", "invalid utf-8");
+    snprintf(path, sizeof path, "%s", ig_test_fixture("tokenizer/hostile/sparse_id.json"));
+    expect_hf_error(path, IG_ERR_FORMAT, "token id 2147483646 with only 1 tokens",
+                    "more than 65536 ids would be unused");
+
+    /* ByteFallback then a regex Replace: loads, and decodes as HF does (the lone byte becomes
+     * U+FFFD, which the regex '.' replaces like any character) */
+    snprintf(path, sizeof path, "%s",
+             ig_test_fixture("tokenizer/hostile/bytefallback_then_regex.json"));
+    ig_tokenizer *tok = NULL;
+    ig_error err;
+    ig_error_clear(&err);
+    ig_status rc = ig_tokenizer_load_hf(path, &tok, &err);
+    if (rc != IG_OK) fprintf(stderr, "\n    %s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, IG_OK);
+    int32_t ids[] = {0, 1};
+    char *text = NULL;
+    rc = ig_tokenizer_decode(tok, ids, 2, &text, &err);
+    CU_ASSERT_EQUAL(rc, IG_OK);
+    CU_ASSERT(text && !strcmp(text, "xx"));
+    free(text);
+    ig_tokenizer_free(tok);
+}
+
 static void test_errors(void) {
     char path[4300];
     snprintf(path, sizeof path, "%s/missing/tokenizer.json", ig_test_tmpdir());
@@ -413,6 +442,7 @@ void ig_test_register(void) {
     CU_add_test(s, "fixture_tokenizers", test_fixture_tokenizers);
     CU_add_test(s, "token_bytes_and_find", test_token_bytes_and_find);
     CU_add_test(s, "errors", test_errors);
+    CU_add_test(s, "hostile", test_hostile);
     CU_pSuite m = CU_add_suite("smollm2", NULL, NULL);
     CU_add_test(m, "tricky_strings", test_smollm2_tricky);
     CU_add_test(m, "wikitext2_test", test_smollm2_wikitext);

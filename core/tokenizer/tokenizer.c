@@ -4,6 +4,7 @@
  * only fill in the struct; everything that runs per call is here and keeps no state between calls,
  * so one ig_tokenizer can be shared by threads. */
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -706,6 +707,7 @@ static hent heap_pop(enc *e) {
 
 static int syms_reserve(enc *e, size_t n) {
     if (n <= e->syms_cap) return 0;
+    if (n > SIZE_MAX / 4 / sizeof(sym)) return -1; /* a length that wrapped */
     size_t cap = e->syms_cap ? e->syms_cap : 64;
     while (cap < n) cap *= 2;
     sym *s = realloc(e->syms, cap * sizeof *s);
@@ -986,8 +988,9 @@ static ig_status model_tokenize(enc *e, const char *w, size_t n) {
         IG_TRY(bpe_merge_ranks(e, ns));
     }
     IG_TRY(emit_syms(e, w, ns, e->out));
-    if (n <= IG_TOK_CACHE_MAX_WORD &&
-        cache_insert(&e->cache, w, n, h, e->out->v + before, e->out->n - before))
+    size_t n_new = e->out->n - before;
+    if (n <= IG_TOK_CACHE_MAX_WORD && n_new &&
+        cache_insert(&e->cache, w, n, h, e->out->v + before, n_new))
         return nomem(e);
     return IG_OK;
 }
@@ -1381,6 +1384,12 @@ static ig_status token_piece(const ig_tokenizer *t, int32_t id, ig_tok_buf *out,
             rc = metaspace_token(d, 0, cur.p, cur.n, &nxt);
             break;
         case IG_TOK_DEC_REPLACE:
+            /* a token's piece can be part of a character (a ByteFallback byte): a regex is
+             * matched on text, so such a piece passes through as it is */
+            if (d->pattern.re && ig_tok_utf8_check(cur.p, cur.n) != cur.n) {
+                if (ig_tok_buf_append(&nxt, cur.p, cur.n)) rc = IG_ERR_NOMEM;
+                break;
+            }
             rc = replace_all(&d->pattern, cur.p, cur.n, d->text, d->text_len, &nxt, &segs, md, err);
             break;
         case IG_TOK_DEC_BYTEFALLBACK:

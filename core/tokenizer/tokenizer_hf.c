@@ -193,6 +193,14 @@ static ig_status load_model(hf_ctx *c, json_object *root, json_object *model) {
                        i);
         if (json_object_get_int64(id) > max_id) max_id = json_object_get_int64(id);
     }
+    /* The id space is sized by the largest id: bound the ids no token uses, so that one entry
+     * with id 2^31-2 cannot ask for gigabytes (real files leave a few ids unused, if any). */
+    int64_t n_tokens = (int64_t)json_object_object_length(vocab) + (int64_t)n_added;
+    if (max_id + 1 > n_tokens + IG_TOK_MAX_UNUSED_IDS)
+        return bad(c, IG_ERR_FORMAT,
+                   "token id %lld with only %lld tokens in the file: more than %d ids would be "
+                   "unused (model.vocab and added_tokens ids should be dense)",
+                   (long long)max_id, (long long)n_tokens, IG_TOK_MAX_UNUSED_IDS);
     IG_TRY(ig_tok_set_vocab_size(t, (int32_t)(max_id + 1), c->err));
 
     json_object_object_foreach(vocab, key2, val2) {
@@ -566,7 +574,9 @@ static ig_status parse_json(const char *path, const char *buf, size_t len, json_
                             ig_error *err) {
     json_tokener *tk = json_tokener_new();
     if (!tk) return ig_error_set(err, IG_ERR_NOMEM, "%s: out of memory", path);
-    json_tokener_set_flags(tk, JSON_TOKENER_STRICT); /* as serde_json: no trailing commas */
+    /* as serde_json: no trailing commas, and strings must be UTF-8 (json-c does not check it
+     * otherwise, and the tokenizer's regexes are matched on the assumption) */
+    json_tokener_set_flags(tk, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
     json_object *o = json_tokener_parse_ex(tk, buf, (int)len);
     enum json_tokener_error je = json_tokener_get_error(tk);
     size_t off = json_tokener_get_parse_end(tk);

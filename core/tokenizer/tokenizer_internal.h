@@ -14,6 +14,9 @@
 #include "core/status.h"
 #include "core/tokenizer/tokenizer.h"
 
+/* Most token ids a tokenizer.json may leave unused below its largest id. */
+#define IG_TOK_MAX_UNUSED_IDS 65536
+
 /* ---- growable byte buffer ---- */
 typedef struct ig_tok_buf {
     char *p;

@@ -1,6 +1,7 @@
 /* Building blocks of the tokenizer: byte buffers, hash maps, UTF-8 helpers, the GPT-2 byte alphabet
  * and regex patterns that reproduce tokenizers' Oniguruma matching with PCRE2. These functions know
  * nothing of tokenizer.json or GGUF; they never print and never abort on bad input. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 /* buffers */
 
 int ig_tok_buf_reserve(ig_tok_buf *b, size_t extra) {
+    if (extra > SIZE_MAX / 4 - b->n) return -1; /* a length that wrapped: never satisfiable */
     if (b->n + extra <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 64;
     while (cap < b->n + extra) cap *= 2;
@@ -555,6 +557,16 @@ ig_status ig_tok_find_matches(const ig_tok_pattern *p, const char *s, size_t n,
     if (n == 0) {
         if (seg_push(out, 0, 0, 0)) return ig_error_set(err, IG_ERR_NOMEM, "out of memory");
         return IG_OK;
+    }
+    /* The regexes are matched with PCRE2_NO_UTF_CHECK, which makes invalid UTF-8 undefined
+     * behaviour (matches ending past the text): check here, once per text. */
+    if (p->re) {
+        size_t ok = ig_tok_utf8_check(s, n);
+        if (ok != n)
+            return ig_error_set(err, IG_ERR_FORMAT,
+                                "tokenizer: text to match is not valid UTF-8 (byte 0x%02X at "
+                                "offset %zu of %zu)",
+                                (unsigned char)s[ok], ok, n);
     }
     /* Oniguruma's find_iter as the onig crate drives it: an empty match right where the previous
      * match ended is skipped by stepping one character. */
