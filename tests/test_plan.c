@@ -85,6 +85,30 @@ static void test_profile_roundtrip(void) {
     CU_ASSERT_EQUAL(ig_hwprof_load(path, &b, &err), IG_OK);
     if (err.msg[0]) fprintf(stderr, "\n    %s\n", err.msg);
     CU_ASSERT(prof_equal(&c, &b));
+    /* strings YAML treats specially round-trip: C1 controls (U+0085 is a YAML line break),
+     * line and paragraph separators, a byte order mark, beside ordinary non-ASCII text */
+    const char *specials[] = {"a\xc2\x80"
+                              "b",
+                              "nel\xc2\x85here", "ls\xe2\x80\xa8ps\xe2\x80\xa9", "bom\xef\xbb\xbf",
+                              "caf\xc3\xa9 \xe6\x97\xa5\xf0\x9f\x98\x80"};
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
+        snprintf(c.name, sizeof c.name, "%s", specials[i]);
+        snprintf(c.description, sizeof c.description, "%s", specials[i]);
+        CU_ASSERT_EQUAL(ig_hwprof_save(&c, path, NULL, &err), IG_OK);
+        ig_error_clear(&err);
+        CU_ASSERT_EQUAL(ig_hwprof_load(path, &b, &err), IG_OK);
+        if (err.msg[0]) fprintf(stderr, "\n    special %zu: %s\n", i, err.msg);
+        CU_ASSERT_STRING_EQUAL(b.name, specials[i]);
+        CU_ASSERT_STRING_EQUAL(b.description, specials[i]);
+    }
+    /* bytes that are not UTF-8 cannot be in YAML: they load back as U+FFFD, never break the file */
+    snprintf(c.name, sizeof c.name,
+             "x\xff"
+             "y");
+    CU_ASSERT_EQUAL(ig_hwprof_save(&c, path, NULL, &err), IG_OK);
+    CU_ASSERT_EQUAL(ig_hwprof_load(path, &b, &err), IG_OK);
+    CU_ASSERT_STRING_EQUAL(b.name, "x\xef\xbf\xbd"
+                                   "y");
     /* optional fields get their documented defaults */
     CU_ASSERT_EQUAL(ig_hwprof_load(fx("base.yaml"), &b, &err), IG_OK);
     CU_ASSERT_EQUAL(b.device.gemm_tflops_decode, 20);

@@ -256,9 +256,24 @@ int ig_cmd_profile_hw(int argc, char **argv) {
     ig_error_clear(&err);
     int rc = 0;
     if (out) {
-        ig_hwprof check;
-        if (ig_hwprof_save(p, out, comment, &err) != IG_OK ||
-            ig_hwprof_load(out, &check, &err) != IG_OK) {
+        /* written beside OUT, read back and compared, then renamed into place: a profile that
+         * would not load back as written never appears under OUT */
+        static ig_hwprof check;
+        char part[4200];
+        snprintf(part, sizeof part, "%s.part-%d", out, (int)getpid());
+        ig_status st = ig_hwprof_save(p, part, comment, &err);
+        if (st == IG_OK) st = ig_hwprof_load(part, &check, &err);
+        if (st == IG_OK &&
+            (strcmp(check.name, p->name) || strcmp(check.device.name, p->device.name)))
+            st = ig_error_set(&err, IG_ERR_FORMAT,
+                              "%s: the profile's name or device name does not read back as "
+                              "given (not UTF-8?): '%s' became '%s'",
+                              out, p->name, check.name);
+        if (st == IG_OK && rename(part, out) != 0)
+            st = ig_error_set(&err, IG_ERR_IO, "%s: cannot rename %s into place: %s", out, part,
+                              strerror(errno));
+        if (st != IG_OK) {
+            remove(part);
             ig_cli_error("profile-hw", &err);
             rc = IG_EXIT_ERROR;
         } else {
