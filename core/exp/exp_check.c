@@ -577,8 +577,19 @@ static ig_status check_policy(vcx *c, exp_node *ent, const char *path) {
             exp_entry *en = &params->ents[i];
             subpath(sub, sizeof sub, ppath, en->key);
             if (!param_spec(ops, en->key)) {
-                exp_node fake = {.kind = EXP_SCALAR, .str = "0", .len = 1, .loc = en->kloc};
-                return check_setting(c, ops, en->key, &fake, sub);
+                /* the policy's own parser words the error (with "did you mean"); a key it would
+                 * read as something else (one holding '=') is refused here all the same */
+                if (!strchr(en->key, '=')) {
+                    exp_node fake = {.kind = EXP_SCALAR, .str = "0", .len = 1, .loc = en->kloc};
+                    IG_TRY(check_setting(c, ops, en->key, &fake, sub));
+                }
+                char names[512] = "";
+                for (int k = 0; k < ops->n_params; k++)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                             k ? ", " : "", ops->params[k].name);
+                return fail(c, en->kloc, sub, "unknown parameter '%s' for policy '%s' (%s: %s)",
+                            en->key, ops->name, ops->n_params ? "parameters" : "it takes none",
+                            ops->n_params ? names : "-");
             }
             exp_node *v = en->val;
             if (v->kind == EXP_MAP)
