@@ -1,5 +1,6 @@
 /* Logging and timing. */
 #include "core/log.h"
+#include "core/status.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,12 +31,13 @@ ig_log_level ig_log_get_level(void) {
 void ig_log(ig_log_level level, const char *fmt, ...) {
     if ((int)level > (int)ig_log_get_level()) return;
     static const char *names[] = {"error", "warning", "info", "debug"};
-    fprintf(stderr, "igen: %s: ", names[level]);
+    char msg[2048], safe[4096];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    ig_text_term_safe(msg, safe, sizeof safe); /* warnings quote input too */
+    fprintf(stderr, "igen: %s: %s\n", names[level], safe);
 }
 
 double ig_time_s(void) {

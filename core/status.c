@@ -6,6 +6,66 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Length of the well-formed UTF-8 sequence at s (2-4 bytes, s[0] >= 0x80), 0 if ill-formed; *cp
+ * its code point. */
+static size_t utf8_len(const unsigned char *s, unsigned *cp) {
+    unsigned c = s[0], lo = 0x80, hi = 0xBF;
+    size_t len;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2, *cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3, *cp = c & 0x0F, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4, *cp = c & 0x07, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        unsigned b = s[i];
+        if (b < (i == 1 ? lo : 0x80) || b > (i == 1 ? hi : 0xBF)) return 0;
+        *cp = (*cp << 6) | (b & 0x3F);
+    }
+    return len;
+}
+
+void ig_text_term_safe(const char *in, char *out, size_t n) {
+    if (!n) return;
+    size_t o = 0;
+    const unsigned char *s = (const unsigned char *)in;
+    while (*s && o + 5 < n) {
+        unsigned cp = *s;
+        size_t len = *s < 0x80 ? 1 : utf8_len(s, &cp);
+        if (len == 0 || cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F)) {
+            /* a control character (a newline too: messages are one line) or a byte that is not
+             * UTF-8: shown as an escape, never sent to the terminal */
+            if (len == 1 && (cp == '\n' || cp == '\t' || cp == '\r'))
+                o += (size_t)snprintf(out + o, n - o, "\\%c",
+                                      cp == '\n'   ? 'n'
+                                      : cp == '\t' ? 't'
+                                                   : 'r');
+            else
+                for (size_t k = 0; k < (len ? len : 1) && o + 5 < n; k++)
+                    o += (size_t)snprintf(out + o, n - o, "\\x%02X", s[k]);
+            s += len ? len : 1;
+            continue;
+        }
+        memcpy(out + o, s, len);
+        o += len;
+        s += len;
+    }
+    out[o] = '\0';
+}
+
+/* Messages come from input (names, keys, file contents): keep them one terminal-safe line. */
+static void msg_safe(ig_error *err) {
+    const unsigned char *p = (const unsigned char *)err->msg;
+    for (; *p; p++)
+        if (*p < 0x20 || *p >= 0x7F) break;
+    if (!*p) return;
+    char tmp[IG_ERROR_MSG_MAX];
+    ig_text_term_safe(err->msg, tmp, sizeof tmp);
+    memcpy(err->msg, tmp, strlen(tmp) + 1);
+}
+
 ig_status ig_error_set(ig_error *err, ig_status code, const char *fmt, ...) {
     if (err) {
         err->code = code;
@@ -13,6 +73,7 @@ ig_status ig_error_set(ig_error *err, ig_status code, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        msg_safe(err);
     }
     return code;
 }
@@ -30,6 +91,7 @@ void ig_error_prefix(ig_error *err, const char *fmt, ...) {
     memmove(err->msg + hl, err->msg, ol);
     memcpy(err->msg, head, hl);
     err->msg[hl + ol] = '\0';
+    msg_safe(err);
 }
 
 void ig_error_clear(ig_error *err) {

@@ -34,6 +34,11 @@ ig_status ig_error_set(ig_error *err, ig_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prepends context ("while loading X: ") to an error already set. */
 void ig_error_prefix(ig_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Copies `in` to out (n bytes, NUL-terminated, cut to fit) safe for a terminal and one line: C0
+ * and C1 control characters (newline and tab too) and bytes that are not UTF-8 become escapes
+ * (\n, \t, \xNN); other UTF-8 text is kept. ig_error_set and ig_error_prefix apply it to every
+ * message, since messages quote input. */
+void ig_text_term_safe(const char *in, char *out, size_t n);
 void ig_error_clear(ig_error *err);
 const char *ig_status_to_string(ig_status code);
 

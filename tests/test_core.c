@@ -21,6 +21,22 @@ static void test_error_set_and_prefix(void) {
     CU_ASSERT_STRING_EQUAL(ig_status_to_string(IG_ERR_SHAPE), "wrong shape or type");
 }
 
+/* Messages quote input: control characters and bytes that are not UTF-8 never reach a terminal. */
+static void test_error_term_safe(void) {
+    ig_error err;
+    ig_error_clear(&err);
+    ig_error_set(&err, IG_ERR_FORMAT, "name '%s'", "a\x1b[31mred\nnext\tx\xff\xc2\x85y");
+    CU_ASSERT_STRING_EQUAL(err.msg, "name 'a\\x1B[31mred\\nnext\\tx\\xFF\\xC2\\x85y'");
+    /* valid UTF-8 text is kept as it is, and escaping is idempotent */
+    ig_error_set(&err, IG_ERR_FORMAT, "caf\xc3\xa9 \xe6\x97\xa5 \\x41");
+    CU_ASSERT_STRING_EQUAL(err.msg, "caf\xc3\xa9 \xe6\x97\xa5 \\x41");
+    ig_error_prefix(&err, "%s: ", "f\x07.yaml");
+    CU_ASSERT_STRING_EQUAL(err.msg, "f\\x07.yaml: caf\xc3\xa9 \xe6\x97\xa5 \\x41");
+    char small[8];
+    ig_text_term_safe("\x01\x01\x01\x01", small, sizeof small); /* cut whole escapes only */
+    CU_ASSERT_STRING_EQUAL(small, "\\x01");
+}
+
 static void test_f16_round_trip_exhaustive(void) {
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {
@@ -91,6 +107,7 @@ static void test_mapfile(void) {
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("core", NULL, NULL);
     CU_add_test(s, "error_set_and_prefix", test_error_set_and_prefix);
+    CU_add_test(s, "error_term_safe", test_error_term_safe);
     CU_add_test(s, "f16_round_trip_exhaustive", test_f16_round_trip_exhaustive);
     CU_add_test(s, "f16_rounding", test_f16_rounding);
     CU_add_test(s, "bf16", test_bf16);
