@@ -299,7 +299,8 @@ void ig_results_print_summary(const ig_results *r, FILE *f) {
         v = path_get(rec, "point", 0);
         snprintf(row[0], CELL, "%s", v ? json_object_get_string(v) : "?");
         v = path_get(rec, "label", 0);
-        const char *label = v ? json_object_get_string(v) : "";
+        char label[1024]; /* from the config: no control characters on the terminal */
+        ig_text_term_safe(v ? json_object_get_string(v) : "", label, sizeof label);
         if (strlen(label) > LABEL_MAX)
             snprintf(row[1], CELL, "%.*s...", LABEL_MAX - 3, label);
         else
@@ -330,10 +331,13 @@ void ig_results_print_summary(const ig_results *r, FILE *f) {
     for (int i = 0; i < n; i++) {
         json_object *rec = ig_results_get(r, i);
         json_object *st = path_get(rec, "status", 0), *e = path_get(rec, "error", 0);
-        if (st && strcmp(json_object_get_string(st), "ok") != 0)
-            fprintf(f, "point %s failed: %s\n", cells[i + 1][0],
-                    json_object_is_type(e, json_type_string) ? json_object_get_string(e)
-                                                             : "(no message)");
+        if (st && strcmp(json_object_get_string(st), "ok") != 0) {
+            char msg[IG_ERROR_MSG_MAX * 2];
+            ig_text_term_safe(json_object_is_type(e, json_type_string) ? json_object_get_string(e)
+                                                                       : "(no message)",
+                              msg, sizeof msg);
+            fprintf(f, "point %s failed: %s\n", cells[i + 1][0], msg);
+        }
     }
     free(cells);
 }
