@@ -255,6 +255,21 @@ static void test_hostile(void) {
     CU_ASSERT(text && !strcmp(text, "xx"));
     free(text);
     ig_tokenizer_free(tok);
+
+    /* a pre-tokenizer regex that backtracks exponentially: bounded, an error naming the cause */
+    snprintf(path, sizeof path, "%s", ig_test_fixture("tokenizer/hostile/redos_split.json"));
+    tok = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_tokenizer_load_hf(path, &tok, &err), IG_OK);
+    char aab[64];
+    memset(aab, 'a', 40);
+    aab[40] = 'b';
+    int32_t *out = NULL;
+    size_t n_out = 0;
+    rc = ig_tokenizer_encode(tok, aab, 41, 0, &out, &n_out, &err);
+    CU_ASSERT_EQUAL(rc, IG_ERR_CAPACITY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "match steps"));
+    free(out);
+    ig_tokenizer_free(tok);
 }
 
 static void test_errors(void) {

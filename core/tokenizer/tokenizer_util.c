@@ -1,6 +1,7 @@
 /* Building blocks of the tokenizer: byte buffers, hash maps, UTF-8 helpers, the GPT-2 byte alphabet
  * and regex patterns that reproduce tokenizers' Oniguruma matching with PCRE2. These functions know
  * nothing of tokenizer.json or GGUF; they never print and never abort on bad input. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,6 +529,21 @@ static int seg_push(ig_tok_segvec *v, size_t start, size_t end, int is_match) {
     return 0;
 }
 
+/* Bounds on one regex search, so that a pattern from a hostile tokenizer.json that backtracks
+ * catastrophically fails with a message instead of running for hours (PCRE2's defaults are 10
+ * million match steps and a depth of 10 million; real tokenizer regexes need a few hundred steps
+ * per piece). */
+#define IG_TOK_MATCH_LIMIT 1000000u
+#define IG_TOK_DEPTH_LIMIT 10000u
+static pcre2_match_context *g_match_ctx;
+static pthread_once_t g_match_once = PTHREAD_ONCE_INIT;
+static void match_ctx_init(void) {
+    g_match_ctx = pcre2_match_context_create(NULL);
+    if (!g_match_ctx) return;
+    pcre2_set_match_limit(g_match_ctx, IG_TOK_MATCH_LIMIT);
+    pcre2_set_depth_limit(g_match_ctx, IG_TOK_DEPTH_LIMIT);
+}
+
 /* One search from `from`: 1 with [*ms, *me), 0 for no match, negative PCRE2 error. */
 static int pattern_search(const ig_tok_pattern *p, const char *s, size_t n, size_t from,
                           pcre2_match_data *md, size_t *ms, size_t *me) {
@@ -539,10 +555,11 @@ static int pattern_search(const ig_tok_pattern *p, const char *s, size_t n, size
         *me = *ms + p->lit_len;
         return 1;
     }
-    int rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, md, NULL);
+    pthread_once(&g_match_once, match_ctx_init);
+    int rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, md, g_match_ctx);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-        rc =
-            pcre2_match(p->re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
+        rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md,
+                         g_match_ctx);
     if (rc == PCRE2_ERROR_NOMATCH) return 0;
     if (rc < 0) return rc;
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -579,6 +596,11 @@ ig_status ig_tok_find_matches(const ig_tok_pattern *p, const char *s, size_t n,
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
+            if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT)
+                return ig_error_set(err, IG_ERR_CAPACITY,
+                                    "tokenizer: a regex of the tokenizer needed more than %u "
+                                    "match steps on a %zu-byte text (catastrophic backtracking?)",
+                                    IG_TOK_MATCH_LIMIT, n);
             return ig_error_set(err, IG_ERR_INTERNAL, "regex match failed: %s", (const char *)msg);
         }
         if (rc == 0) break;
