@@ -279,9 +279,10 @@ static void run_load(void *arg) {
         moved += p->bytes;
     }
     double t_copied = ig_time_s();
-    if (ws->o.link && ws->o.link->on && moved)
-        ig_link_wait_until(t_link + ig_link_time(ws->o.link, IG_LINK_H2D, moved));
+    double modelled = moved ? ig_link_time(ws->o.link, IG_LINK_H2D, moved) : 0;
+    if (modelled > 0) ig_link_wait_until(t_link + modelled);
     double t1 = ig_time_s();
+    ws->st.link_modelled_s += modelled;
     ws->st.h2d_bytes += (double)moved;
     ws->st.transfer_s += t1 - t0;
     ws->st.link_model_s += t1 - t_copied;

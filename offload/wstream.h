@@ -41,6 +41,9 @@ typedef struct ig_wstream_stats {
     double wait_s;          /* time compute waited for a layer */
     double link_model_s;    /* of transfer_s, the part the link model added by throttling */
     int64_t layer_loads;
+    /* What the link model prescribes for these loads: the sum of ig_link_time over each load's
+     * bytes, computed, not measured (0 with the model off). transfer_s is never less. */
+    double link_modelled_s;
 } ig_wstream_stats;
 
 ig_status ig_wstream_create(const ig_wstream_opts *o, ig_wstream **out, ig_error *err);

@@ -114,6 +114,12 @@ int main(int argc, char **argv) {
     /* The igen commands tests run compare with CPU-computed references: on a machine with a GPU
      * the CLI's default backend (auto) would pick CUDA. Tests that want CUDA ask for it. */
     setenv("IGEN_BACKEND", "cpu", 0);
+    /* Tests check results, never speed, and must not fail on a loaded machine: OpenMP threads
+     * that spin between regions stall every region for a time slice when one loses its core (the
+     * quickstart sweep took 220 s instead of 19 s beside busy processes). So the igen commands
+     * tests run wait passively, unless told otherwise (libgomp in this process has read the
+     * variable before main: its own regions are small). */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
     if (CU_initialize_registry() != CUE_SUCCESS) {
         fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
         return 2;

@@ -109,6 +109,7 @@ static void test_xfer(void) {
         ig_xfer_wait(q, last);
         CU_ASSERT_EQUAL(atomic_load(&counter), 10);
         for (int i = 0; i < 10; i++) CU_ASSERT(a[i].ok); /* in order */
+        /* a lower bound only: each job sleeps at least 1 ms, and a loaded machine only adds */
         CU_ASSERT(ig_xfer_busy_s(q) > 0.005);
         ig_xfer_free(q);
     }
