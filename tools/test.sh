@@ -17,12 +17,15 @@ if command -v clang-format >/dev/null; then
     exit 1
   fi
 fi
+# The test programs run side by side (one per core): none asserts on time, and each has its own
+# scratch directory.
+jobs=$(nproc 2>/dev/null || echo 2)
 "$repo/tools/build.sh" "$repo/build"
-ctest --test-dir "$repo/build" --output-on-failure
+ctest --test-dir "$repo/build" --output-on-failure -j "$jobs"
 if [ "$fast" = 0 ]; then
   "$repo/tools/build.sh" "$repo/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIG_SANITIZE=ON
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
   LSAN_OPTIONS=suppressions=$repo/tests/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$repo/build-asan" --output-on-failure
+    ctest --test-dir "$repo/build-asan" --output-on-failure -j "$jobs"
 fi
