@@ -10,9 +10,11 @@
 #include <limits.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <hwloc.h>
@@ -387,15 +389,54 @@ static int minimal_parser_obstacle(const char *path, const char **what) {
     return line;
 }
 
+/* hwloc 2.9's XML importer crashes, hangs or reads past its buffers on some malformed files (the
+ * topo fuzz harness found several: tests/fixtures/fuzz/topo/open/). A file is therefore loaded
+ * once in a child process first, under a time limit; only a file the child loaded is loaded here.
+ * Returns 0 when the child loaded it, 1 when hwloc rejected it normally, or -1 with `why` set
+ * when the child crashed or ran out of time. */
+static int xml_probe_child(const char *path, char *why, size_t n) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return 0; /* cannot tell: load in this process, as before */
+    if (pid == 0) {
+        alarm(IG_TOPO_XML_PROBE_S);
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, STDERR_FILENO); /* hwloc's own complaints: the parent words it */
+        hwloc_topology_t hw;
+        if (hwloc_topology_init(&hw) != 0) _exit(0);
+        hwloc_topology_set_io_types_filter(hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+        int ok = hwloc_topology_set_xml(hw, path) == 0 && hwloc_topology_load(hw) == 0;
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return 0;
+    if (WIFEXITED(st)) return WEXITSTATUS(st) == 0 ? 0 : 1;
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+        snprintf(why, n, "hwloc's XML parser ran for more than %d s on it", IG_TOPO_XML_PROBE_S);
+    else
+        snprintf(why, n, "hwloc's XML parser crashed on it (%s)",
+                 WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "abnormal exit");
+    return -1;
+}
+
 ig_status ig_topo_load_xml(const char *path, ig_topo **out, ig_error *err) {
     if (!out || !path || !*path)
         return ig_error_set(err, IG_ERR_INVALID_ARG, "ig_topo_load_xml: no file given");
     *out = NULL;
     IG_TRY(check_xml_file(path, err));
+    char probe_why[160];
+    int probe = xml_probe_child(path, probe_why, sizeof probe_why);
+    if (probe < 0)
+        return ig_error_set(err, IG_ERR_FORMAT,
+                            "%s: not a valid hwloc XML topology (malformed: %s; export the file "
+                            "again with 'lstopo FILE.xml')",
+                            path, probe_why);
     ig_topo *t = NULL;
-    IG_TRY(topo_new(IG_TOPO_SRC_XML, path, &t, err));
-    if (hwloc_topology_set_xml(t->hw, path) != 0 || hwloc_topology_load(t->hw) != 0) {
-        ig_topo_free(t);
+    if (probe == 0) IG_TRY(topo_new(IG_TOPO_SRC_XML, path, &t, err));
+    /* a file the child saw rejected is not loaded here again (hwloc leaks when it rejects) */
+    if (probe != 0 || hwloc_topology_set_xml(t->hw, path) != 0 || hwloc_topology_load(t->hw) != 0) {
+        if (t) ig_topo_free(t);
         /* Debian ships hwloc's libxml2 importer apart (libhwloc-plugins); without it hwloc falls
          * back to a minimal parser that reads only XML as hwloc itself writes it. Say which
          * parser rejected the file, and why where that can be seen. */
@@ -455,10 +496,41 @@ static void synthetic_hint(const char *desc, char *hint, size_t n) {
     }
 }
 
+/* Objects a synthetic description asks for: the running product of its levels' counts ("TYPE:N"
+ * or a bare N), summed over the levels, saturated just past IG_TOPO_MAX_SYNTHETIC_OBJECTS. */
+static size_t synthetic_objects(const char *desc) {
+    size_t per_level = 1, total = 0;
+    for (const char *p = desc; *p;) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) break;
+        size_t len = strcspn(p, " \t");
+        const char *colon = memchr(p, ':', len);
+        const char *num = colon ? colon + 1 : p;
+        if (*p != '[' && *p != '(' && isdigit((unsigned char)*num)) {
+            unsigned long long n = strtoull(num, NULL, 10);
+            if (n > IG_TOPO_MAX_SYNTHETIC_OBJECTS) n = IG_TOPO_MAX_SYNTHETIC_OBJECTS + 1;
+            per_level *= n ? (size_t)n : 1;
+            if (per_level > IG_TOPO_MAX_SYNTHETIC_OBJECTS) return IG_TOPO_MAX_SYNTHETIC_OBJECTS + 1;
+            total += per_level;
+            if (total > IG_TOPO_MAX_SYNTHETIC_OBJECTS) return IG_TOPO_MAX_SYNTHETIC_OBJECTS + 1;
+        }
+        p += len;
+    }
+    return total;
+}
+
 ig_status ig_topo_load_synthetic(const char *desc, ig_topo **out, ig_error *err) {
     if (!out || !desc)
         return ig_error_set(err, IG_ERR_INVALID_ARG, "ig_topo_load_synthetic: no description");
     *out = NULL;
+    if (strlen(desc) > 4096)
+        return ig_error_set(err, IG_ERR_FORMAT,
+                            "synthetic topology of %zu characters: longer than 4096", strlen(desc));
+    if (synthetic_objects(desc) > IG_TOPO_MAX_SYNTHETIC_OBJECTS)
+        return ig_error_set(err, IG_ERR_CAPACITY,
+                            "synthetic topology '%.80s' asks for more than %d objects (the levels' "
+                            "counts multiply): more than any real machine has",
+                            desc, IG_TOPO_MAX_SYNTHETIC_OBJECTS);
     ig_topo *t = NULL;
     IG_TRY(topo_new(IG_TOPO_SRC_SYNTHETIC, desc, &t, err));
     if (hwloc_topology_set_synthetic(t->hw, desc) != 0 || hwloc_topology_load(t->hw) != 0) {

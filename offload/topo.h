@@ -53,6 +53,10 @@ typedef struct ig_topo_gpu {
 ig_status ig_topo_discover(ig_topo **out, ig_error *err);
 /* An hwloc XML export (lstopo foo.xml, hwloc 2.x format). A missing or unreadable file, a file that
  * is not XML, not an hwloc topology, or truncated: an error naming the path and which of these. */
+/* The file is first loaded in a child process, killed after IG_TOPO_XML_PROBE_S seconds: hwloc's
+ * XML importer crashes or hangs on some malformed files, which must end in an error, not take the
+ * caller down. */
+#define IG_TOPO_XML_PROBE_S 10
 ig_status ig_topo_load_xml(const char *path, ig_topo **out, ig_error *err);
 /* Which XML parser hwloc uses here, found by loading two small topologies: 1 its libxml2 importer
  * (reads any well-formed XML), 0 its minimal parser (reads only XML as hwloc writes it: no
@@ -61,6 +65,9 @@ int ig_topo_xml_full_parser(void);
 /* An hwloc synthetic description such as "pack:2 numa:1 core:4 pu:2" (no I/O objects, no GPUs).
  * A description hwloc rejects: an error quoting it (and the level type it does not know, if any).
  */
+/* Most objects a synthetic description may ask for (its levels' counts multiplied, summed over the
+ * levels): hwloc takes minutes for millions. */
+#define IG_TOPO_MAX_SYNTHETIC_OBJECTS 16384
 ig_status ig_topo_load_synthetic(const char *desc, ig_topo **out, ig_error *err);
 void ig_topo_free(ig_topo *t);
 

@@ -104,8 +104,25 @@ static void test_tokenizers(void) {
     CU_ASSERT_EQUAL(r.status, 0);
 }
 
+/* Topologies: hwloc 2.9 segfaults on some malformed XML and takes forever on huge synthetic
+ * descriptions (both found by the topo fuzz harness). */
+static void test_topologies(void) {
+    const char *xml[] = {"hwloc-xml-no-complete-cpuset.xml", "hwloc-xml-null-bitmap-compare.xml",
+                         "hwloc-xml-object-without-type.xml", "hwloc-xml-empty-cpuset.xml",
+                         "hwloc-xml-leak.xml"};
+    char args[4600], name[256];
+    for (size_t i = 0; i < sizeof xml / sizeof xml[0]; i++) {
+        snprintf(name, sizeof name, "fuzz/topo/%s", xml[i]);
+        snprintf(args, sizeof args, "topo --xml '%s'", ig_test_fixture(name));
+        expect_refused(args, "not a valid hwloc XML topology");
+    }
+    expect_refused("topo --synthetic '6 402402'", "more than 16384 objects");
+    expect_refused("topo --synthetic 'pack:64 core:64 pu:64'", "more than 16384 objects");
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("hostile", NULL, NULL);
     CU_add_test(s, "yaml", test_yaml);
     CU_add_test(s, "tokenizers", test_tokenizers);
+    CU_add_test(s, "topologies", test_topologies);
 }

@@ -17,7 +17,7 @@ done
 
 packages=(build-essential cmake ninja-build pkg-config clang clang-format libomp-dev
           libopenblas-dev libhwloc-dev libhwloc-plugins libyaml-dev libcunit1-dev libjson-c-dev libpcre2-dev
-          gnuplot-nox python3 python3-pip)
+          gnuplot-nox python3 python3-pip libclang-rt-14-dev)
 if [ "$do_apt" = 1 ]; then
   missing=()
   for p in "${packages[@]}"; do
