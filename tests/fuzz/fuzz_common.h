@@ -41,4 +41,16 @@ void ig_fuzz_fail(const char *harness, const char *what) __attribute__((noreturn
 void ig_fuzz_use_tokenizer(const char *harness, const ig_tokenizer *tok, const uint8_t *data,
                            size_t size);
 
+/* libFuzzer's entry point, calling the harness body `fn` (only in the libFuzzer build; the
+ * regression test calls the bodies directly). */
+#ifdef IG_FUZZ_MAIN
+#define IG_FUZZ_ENTRY(fn)                                                                          \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);                                  \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {                                 \
+        return fn(data, size);                                                                     \
+    }
+#else
+#define IG_FUZZ_ENTRY(fn)
+#endif
+
 #endif

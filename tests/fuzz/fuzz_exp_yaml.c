@@ -83,9 +83,4 @@ int ig_fuzz_exp_yaml(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifdef IG_FUZZ_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    return ig_fuzz_exp_yaml(data, size);
-}
-#endif
+IG_FUZZ_ENTRY(ig_fuzz_exp_yaml)

@@ -63,9 +63,4 @@ int ig_fuzz_hwprof(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifdef IG_FUZZ_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    return ig_fuzz_hwprof(data, size);
-}
-#endif
+IG_FUZZ_ENTRY(ig_fuzz_hwprof)

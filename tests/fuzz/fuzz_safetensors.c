@@ -100,9 +100,4 @@ int ig_fuzz_safetensors(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifdef IG_FUZZ_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    return ig_fuzz_safetensors(data, size);
-}
-#endif
+IG_FUZZ_ENTRY(ig_fuzz_safetensors)

@@ -102,9 +102,4 @@ int ig_fuzz_topo(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifdef IG_FUZZ_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    return ig_fuzz_topo(data, size);
-}
-#endif
+IG_FUZZ_ENTRY(ig_fuzz_topo)
