@@ -292,6 +292,40 @@ static void test_generate(void) {
     free(c);
 }
 
+/* A dense-selection policy with dense layers in front, attending in place: each layer selects
+ * anew (it reused the selection of two layers back and aborted on the capacity check); in place
+ * and copied access give the same perplexity bit for bit. */
+static void test_dense_layers_access(void) {
+    const char *model = ig_test_default_model(); /* 30 layers: layer 2 reuses layer 0's buffer */
+    if (!model) {
+        fprintf(stderr, "\n    default model not installed (tools/setup.sh): not checked\n");
+        return;
+    }
+    char env[4300];
+    snprintf(env, sizeof env, "IGEN_MODEL='%s'", model);
+    run_out *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    const char *fmt =
+        "ppl --text '%s/README.md' --ctx 64 --max-tokens 64 --prefill 16 --policy h2o "
+        "--set dense_layers=2 --kv-access %s --json --quiet";
+    char args[4600];
+    snprintf(args, sizeof args, fmt, IG_SOURCE_DIR, "inplace");
+    ig_test_igen(a, env, args);
+    snprintf(args, sizeof args, fmt, IG_SOURCE_DIR, "copy");
+    ig_test_igen(b, env, args);
+    CU_ASSERT_EQUAL(a->status, 0);
+    CU_ASSERT_EQUAL(b->status, 0);
+    json_object *oa = json_tokener_parse(a->out), *ob = json_tokener_parse(b->out), *va, *vb;
+    CU_ASSERT(oa && ob && json_object_object_get_ex(oa, "ppl", &va) &&
+              json_object_object_get_ex(ob, "ppl", &vb) &&
+              json_object_get_double(va) == json_object_get_double(vb) &&
+              json_object_get_double(va) > 1);
+    if (a->status || b->status) fprintf(stderr, "\n    %s\n    %s\n", a->err, b->err);
+    json_object_put(oa);
+    json_object_put(ob);
+    free(a);
+    free(b);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("cli", NULL, NULL);
     CU_add_test(s, "help", test_help);
@@ -299,6 +333,7 @@ void ig_test_register(void) {
     CU_add_test(s, "ppl_errors", test_ppl_errors);
     CU_add_test(s, "ppl_json", test_ppl_json);
     CU_add_test(s, "generate", test_generate);
+    CU_add_test(s, "dense_layers_access", test_dense_layers_access);
     CU_add_test(s, "backend_fallback", test_backend_fallback);
     CU_add_test(s, "offload", test_offload);
 }

@@ -965,4 +965,7 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
     }
     if (n > 0 && r->async_store) submit_store(e, layer);
     if (layer == r->L - 1) r->stats.decode_tokens += n;
+    /* This layer's selection is used: layer + 2 shares its buffer and must select anew (left set,
+     * a dense policy reused the selection of two layers back, sized for that layer's capacity). */
+    for (int i = r->i0; i < r->i1; i++) r->sel_ok[buf][r->dec_slots[i]] = 0;
 }
