@@ -389,6 +389,9 @@ static int minimal_parser_obstacle(const char *path, const char **what) {
     return line;
 }
 
+/* Set in sanitizer builds (compiler-rt), absent otherwise. */
+extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
 /* hwloc 2.9's XML importer crashes, hangs or reads past its buffers on some malformed files (the
  * topo fuzz harness found several: tests/fixtures/fuzz/topo/open/). A file is therefore loaded
  * once in a child process first, under a time limit; only a file the child loaded is loaded here.
@@ -399,6 +402,11 @@ static int xml_probe_child(const char *path, char *why, size_t n) {
     pid_t pid = fork();
     if (pid < 0) return 0; /* cannot tell: load in this process, as before */
     if (pid == 0) {
+        /* die of the signal itself, whatever handlers the process had (a fuzzer's or a
+         * sanitizer's would report the child's crash as the caller's) */
+        if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(NULL);
+        int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], SIG_DFL);
         alarm(IG_TOPO_XML_PROBE_S);
         int fd = open("/dev/null", O_WRONLY);
         if (fd >= 0) dup2(fd, STDERR_FILENO); /* hwloc's own complaints: the parent words it */
