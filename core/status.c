@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the well-formed UTF-8 sequence at s (2-4 bytes, s[0] >= 0x80), 0 if ill-formed; *cp
- * its code point. */
-static size_t utf8_len(const unsigned char *s, unsigned *cp) {
+size_t ig_utf8_seq(const unsigned char *s, unsigned *cp) {
     unsigned c = s[0], lo = 0x80, hi = 0xBF;
     size_t len;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
     if (c >= 0xC2 && c <= 0xDF)
         len = 2, *cp = c & 0x1F;
     else if (c >= 0xE0 && c <= 0xEF)
@@ -33,7 +35,7 @@ void ig_text_term_safe(const char *in, char *out, size_t n) {
     const unsigned char *s = (const unsigned char *)in;
     while (*s && o + 5 < n) {
         unsigned cp = *s;
-        size_t len = *s < 0x80 ? 1 : utf8_len(s, &cp);
+        size_t len = ig_utf8_seq(s, &cp);
         if (len == 0 || cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F)) {
             /* a control character (a newline too: messages are one line) or a byte that is not
              * UTF-8: shown as an escape, never sent to the terminal */

@@ -39,6 +39,9 @@ void ig_error_prefix(ig_error *err, const char *fmt, ...) __attribute__((format(
  * (\n, \t, \xNN); other UTF-8 text is kept. ig_error_set and ig_error_prefix apply it to every
  * message, since messages quote input. */
 void ig_text_term_safe(const char *in, char *out, size_t n);
+/* Length (1-4) of the well-formed UTF-8 sequence at s, with its code point in *cp; 0 if the bytes
+ * there are not UTF-8 (a NUL ends any sequence, so a NUL-terminated string is never read past). */
+size_t ig_utf8_seq(const unsigned char *s, unsigned *cp);
 void ig_error_clear(ig_error *err);
 const char *ig_status_to_string(ig_status code);
 

@@ -52,35 +52,6 @@ void ig_yamlcfg_fmt_double(char *buf, size_t n, double v) {
     }
 }
 
-/* Length of the well-formed UTF-8 sequence at s (1-4) with its code point, or 0 if ill-formed. */
-static size_t utf8_seq(const unsigned char *s, unsigned *cp) {
-    unsigned c = s[0];
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-        len = 2, *cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3, *cp = c & 0x0F;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4, *cp = c & 0x07;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < len; i++) {
-        unsigned b = s[i];
-        if (b < (i == 1 ? lo : 0x80) || b > (i == 1 ? hi : 0xBF)) return 0;
-        *cp = (*cp << 6) | (b & 0x3F);
-    }
-    return len;
-}
-
 void ig_yamlcfg_fmt_string(char *buf, size_t n, const char *s) {
     size_t o = 0;
     if (n < 3) {
@@ -91,7 +62,7 @@ void ig_yamlcfg_fmt_string(char *buf, size_t n, const char *s) {
     /* each step writes at most 6 bytes; the closing quote and NUL need 2 more */
     while (*s && o + 8 < n) {
         unsigned cp;
-        size_t len = utf8_seq((const unsigned char *)s, &cp);
+        size_t len = ig_utf8_seq((const unsigned char *)s, &cp);
         if (len == 0) { /* not UTF-8, which YAML cannot hold: U+FFFD, as a lossy decoder does */
             o += (size_t)snprintf(buf + o, n - o, "\\uFFFD");
             s++;

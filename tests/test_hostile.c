@@ -67,22 +67,23 @@ static void expect_refused(const char *args, const char *needle) {
 }
 
 static void test_yaml(void) {
+    static const struct {
+        const char *fmt, *fixture, *needle;
+    } cases[] = {
+        {"run '%s' --dry-run", "exp/bad/47-alias-bomb.yaml", "expands to more than 200000 values"},
+        {"run '%s' --dry-run", "exp/bad/48-alias-recursive.yaml", "recursive alias"},
+        {"plan --shape opt-6.7b --hardware '%s'", "plan/alias_bomb.yaml",
+         "expands to more than 200000 values"},
+        {"plan --shape '%s' --hardware a6000-pcie3", "plan/alias_bomb.yaml",
+         "expands to more than 200000 values"},
+        {"run '%s' --dry-run", "exp/bad/50-param-key-with-equals.yaml",
+         "unknown parameter 'skew=x'"},
+    };
     char args[4600];
-    snprintf(args, sizeof args, "run '%s' --dry-run",
-             ig_test_fixture("exp/bad/47-alias-bomb.yaml"));
-    expect_refused(args, "expands to more than 200000 values");
-    snprintf(args, sizeof args, "run '%s' --dry-run",
-             ig_test_fixture("exp/bad/48-alias-recursive.yaml"));
-    expect_refused(args, "recursive alias");
-    snprintf(args, sizeof args, "plan --shape opt-6.7b --hardware '%s'",
-             ig_test_fixture("plan/alias_bomb.yaml"));
-    expect_refused(args, "expands to more than 200000 values");
-    snprintf(args, sizeof args, "plan --shape '%s' --hardware a6000-pcie3",
-             ig_test_fixture("plan/alias_bomb.yaml"));
-    expect_refused(args, "expands to more than 200000 values");
-    snprintf(args, sizeof args, "run '%s' --dry-run",
-             ig_test_fixture("exp/bad/50-param-key-with-equals.yaml"));
-    expect_refused(args, "unknown parameter 'skew=x'");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, cases[i].fmt, ig_test_fixture(cases[i].fixture));
+        expect_refused(args, cases[i].needle);
+    }
 }
 
 static void test_tokenizers(void) {
