@@ -48,4 +48,5 @@ const ig_policy_ops ig_policy_full = {
     /* .on_attention = */ NULL,
     /* .device_bytes = */ NULL,
     /* .host_bytes = */ NULL,
+    /* .budget = */ NULL,
 };

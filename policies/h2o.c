@@ -9,6 +9,7 @@
  * received, summed over queries and steps and, under GQA, over the query heads that share its KV
  * head. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +116,7 @@ static ig_status h2o_init(void *st, const ig_policy_env *env, const ig_policy_pa
     for (size_t i = 0; i < n; i++) s->epos[i] = -1;
     s->stage_n = 0;
     caps->dense = 1;
+    caps->dense_layers = s->dense_layers < s->L ? s->dense_layers : s->L;
     caps->wants_probs = 1;
     caps->wants_prefill_colsum = 1;
     return IG_OK;
@@ -312,6 +314,15 @@ float ig_h2o_entry_score(const void *st, int layer, int slot, int head, int64_t 
     return s->score[table_of(s, layer, slot, head) + (size_t)e];
 }
 
+static const char *h2o_budget(const void *st, char *buf, size_t n) {
+    const h2o_state *s = st;
+    snprintf(buf, n,
+             "heavy_ratio + recent_ratio = %g of the current length kept and read, layers %d and "
+             "up",
+             s->heavy_ratio + s->recent_ratio, s->dense_layers);
+    return buf;
+}
+
 const ig_policy_ops ig_policy_h2o = {
     /* .version = */ IG_POLICY_API_VERSION,
     /* .name = */ "h2o",
@@ -332,4 +343,5 @@ const ig_policy_ops ig_policy_h2o = {
     /* .on_attention = */ h2o_on_attention,
     /* .device_bytes = */ h2o_device_bytes,
     /* .host_bytes = */ NULL,
+    /* .budget = */ h2o_budget,
 };

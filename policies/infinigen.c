@@ -13,6 +13,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,22 +171,39 @@ int ig_infinigen_pool_victims(ig_pool_evict rule, const ig_entries_view *ev,
 
 /* ---- parameters ---- */
 
-enum { RULE_Q = 0, RULE_QK = 1, RULE_UNION = 2 };
+enum { RULE_Q = 0, RULE_QK = 1, RULE_UNION = 2, RULE_QVAR = 3 };
+enum { FETCH_THRESHOLD = 0, FETCH_FIXED = 1, FETCH_ADAPTIVE = 2 };
 enum { SCOPE_BATCH = 0, SCOPE_SEQUENCE = 1 };
 
 static const ig_param_spec g_params[] = {
     {"partial_ratio", IG_PARAM_FLOAT, "0.2", 0.01, 1, NULL,
      "fraction of head_dim columns in the partial query/key (k = int(ratio * head_dim), >= 1)"},
-    {"column_rule", IG_PARAM_ENUM, "union", 0, 0, "q|qk|union",
-     "which rotated columns: top-k by sum |Q| (artifact speed path), by sum |Q|+|K| (paper), or "
-     "the union of both top-k (artifact accuracy path, up to 2k columns)"},
+    {"column_rule", IG_PARAM_ENUM, "union", 0, 0, "q|qk|union|qvar",
+     "which rotated columns: top-k by sum |Q| (artifact speed path), by sum |Q|+|K| (paper), "
+     "the union of both top-k (artifact accuracy path, up to 2k columns), or top-k by "
+     "E[q^2] * Var[k] over the prompt (each column's share of the score's spread over keys)"},
+    {"min_columns", IG_PARAM_INT, "0", 0, 512, NULL,
+     "floor on the columns per top-k, in absolute columns: k = max(int(partial_ratio * "
+     "head_dim), min_columns), at most head_dim"},
     {"alpha", IG_PARAM_FLOAT, "-1", -1, 10000, NULL,
      "keep tokens whose partial score is within alpha of the head's best (a weight ratio of "
      "e^alpha); -1 = by architecture: 4 for OPT, 5 for Llama"},
     {"max_fetch", IG_PARAM_FLOAT, "0.2", 0, 1, NULL,
-     "most tokens fetched per KV head, as a fraction of the sequence so far (at least 1)"},
+     "the budget: most tokens fetched per KV head, as a fraction of the sequence so far "
+     "(budget_of=current) or of the window (budget_of=window); at least 1"},
+    {"fetch_rule", IG_PARAM_ENUM, "threshold", 0, 0, "threshold|fixed|adaptive",
+     "tokens fetched per KV head: the paper's rule (within alpha of the best, the count shared "
+     "over heads, at most the budget), exactly the budget (the top scores), or the threshold "
+     "rule with alpha adapted per layer so that the fetched fraction tracks the budget (no cap)"},
+    {"budget_of", IG_PARAM_ENUM, "current", 0, 0, "current|window",
+     "what max_fetch is a fraction of: the tokens so far, or the window (the engine's context "
+     "length; the artifact's accuracy path)"},
+    {"dense_first", IG_PARAM_BOOL, "0", 0, 0, NULL,
+     "while the sequence is no longer than the budget, fetch every token (the artifact's first "
+     "rows attend densely; meaningful with budget_of=window)"},
     {"skew", IG_PARAM_STRING, NULL, 0, 0, NULL,
-     "skew file from 'igen calibrate' (unset: unskewed, with a warning)"},
+     "skew file from 'igen calibrate' (unset: unskewed, with a warning); in 'igen run', auto: "
+     "calibrated on the point's text after its perplexity windows, cached in OUTPUT/skew/"},
     {"dense_layers", IG_PARAM_INT, "2", 0, 4096, NULL,
      "the first layers attend every token (never speculated)"},
     {"pool_capacity", IG_PARAM_FLOAT, "1", 0.01, 1, NULL,
@@ -211,7 +229,10 @@ typedef struct ig_state {
     int rule;
     float alpha;
     double max_fetch;
-    int dense, Ls;    /* dense layers; sparse layers = L - dense */
+    int fetch_rule, budget_window, dense_first;
+    float *alpha_l; /* [Ls]: the threshold per sparse layer (adapted with fetch_rule=adaptive) */
+    double *ad_got, *ad_want; /* [Ls]: decayed sums of the counted and the wanted fractions */
+    int dense, Ls;            /* dense layers; sparse layers = L - dense */
     double pool_frac; /* entries a sparse layer keeps, as a fraction of the sequence (1: all) */
     ig_pool_evict evict;
     int scope;
@@ -248,6 +269,12 @@ typedef struct ig_state {
 } ig_state;
 
 #define ROW_CHUNK 256
+/* fetch_rule=adaptive: alpha *= (wanted / counted fraction)^ADAPT_GAIN after every selection of a
+ * layer, within [ALPHA_MIN, ALPHA_MAX] */
+#define ADAPT_GAIN  0.3
+#define ADAPT_DECAY 0.9
+#define ALPHA_MIN   0.01f
+#define ALPHA_MAX   10000.0f
 
 static size_t lsg(const ig_state *s, int ls, int slot, int g) {
     return ((size_t)ls * (size_t)s->S + (size_t)slot) * (size_t)s->G + (size_t)g;
@@ -260,6 +287,9 @@ static int pool_on(const ig_state *s) {
 static void free_state(ig_state *s) {
     ig_skew_free(s->skew);
     free(s->wq_skew);
+    free(s->alpha_l);
+    free(s->ad_got);
+    free(s->ad_want);
     free(s->rope_cos);
     free(s->rope_sin);
     free(s->ready);
@@ -352,14 +382,25 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     s->group = s->H / s->G;
     s->scale = 1.0f / sqrtf((float)s->hd);
     s->k = (int)(ig_params_num(p, "partial_ratio") * s->hd + 1e-9);
+    int min_cols = (int)ig_params_num(p, "min_columns");
+    if (s->k < min_cols) s->k = min_cols;
     if (s->k < 1) s->k = 1;
     if (s->k > s->hd) s->k = s->hd;
     const char *rule = ig_params_str(p, "column_rule");
-    s->rule = !strcmp(rule, "q") ? RULE_Q : !strcmp(rule, "qk") ? RULE_QK : RULE_UNION;
+    s->rule = !strcmp(rule, "q")      ? RULE_Q
+              : !strcmp(rule, "qk")   ? RULE_QK
+              : !strcmp(rule, "qvar") ? RULE_QVAR
+                                      : RULE_UNION;
     s->kmax = s->rule == RULE_UNION ? (2 * s->k < s->hd ? 2 * s->k : s->hd) : s->k;
     double alpha = ig_params_num(p, "alpha");
     s->alpha = alpha < 0 ? (s->arch == IG_ARCH_OPT ? 4.0f : 5.0f) : (float)alpha;
     s->max_fetch = ig_params_num(p, "max_fetch");
+    const char *fr = ig_params_str(p, "fetch_rule");
+    s->fetch_rule = !strcmp(fr, "fixed")      ? FETCH_FIXED
+                    : !strcmp(fr, "adaptive") ? FETCH_ADAPTIVE
+                                              : FETCH_THRESHOLD;
+    s->budget_window = !strcmp(ig_params_str(p, "budget_of"), "window");
+    s->dense_first = ig_params_num(p, "dense_first") != 0;
     int dense = (int)ig_params_num(p, "dense_layers");
     s->dense = dense < s->L ? dense : s->L;
     s->Ls = s->L - s->dense;
@@ -390,12 +431,19 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     }
 
     caps->select_ahead = 1;
+    caps->dense_layers = s->dense;
     if (s->Ls == 0) { /* every layer dense: the plain causal path */
         caps->dense = 1;
         return IG_OK;
     }
     ig_status rc = IG_OK;
     const char *path = ig_params_str(p, "skew");
+    if (path && !strcmp(path, "auto")) {
+        rc = ig_error_set(err, IG_ERR_INVALID_ARG,
+                          "infinigen: skew=auto is resolved by 'igen run' (it calibrates on the "
+                          "point's text); here give a file made by 'igen calibrate'");
+        goto fail;
+    }
     if (path) {
         rc = ig_skew_load(path, &s->skew, err);
         if (rc == IG_OK) rc = ig_skew_check(s->skew, c, path, err);
@@ -429,11 +477,15 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     s->nsel = ig_calloc(S * G, sizeof(int64_t), err);
     s->rows = ig_malloc(ROW_CHUNK * hd * sizeof(float), err);
     s->mark = ig_calloc(C, 1, err);
+    s->alpha_l = ig_malloc(Ls * sizeof(float), err);
+    s->ad_got = ig_calloc(Ls, sizeof(double), err);
+    s->ad_want = ig_calloc(Ls, sizeof(double), err);
     rc = IG_ERR_NOMEM;
     if (!s->ready || !s->ncols || !s->cols || !s->acols || !s->pkc || !s->qfull || !s->xaug ||
         !s->qpos || !s->pq || !s->mscore || !s->hscore || !s->hmax || !s->tmp || !s->frac ||
-        !s->nsel || !s->rows || !s->mark)
+        !s->nsel || !s->rows || !s->mark || !s->alpha_l || !s->ad_got || !s->ad_want)
         goto fail;
+    for (size_t l = 0; l < Ls; l++) s->alpha_l[l] = s->alpha;
     if (pool_on(s)) {
         s->sel_count = ig_calloc(Ls * S * G * C, sizeof(int32_t), err);
         s->last_sel = ig_calloc(Ls * S * G * C, sizeof(int32_t), err);
@@ -500,6 +552,22 @@ static void abs_colsum_rotated(ig_state *s, const float *X, int n, int ld, const
     }
 }
 
+/* sum[c] += sum over the rows of (X A)[row][c], sq[c] += its square. */
+static void moments_rotated(ig_state *s, const float *X, int n, int ld, const float *A, double *sum,
+                            double *sq) {
+    for (int r0 = 0; r0 < n; r0 += ROW_CHUNK) {
+        int nr = n - r0 < ROW_CHUNK ? n - r0 : ROW_CHUNK;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, s->hd, s->hd, 1.0f,
+                    X + (size_t)r0 * (size_t)ld, ld, A, s->hd, 0.0f, s->rows, s->hd);
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < s->hd; c++) {
+                double x = s->rows[(size_t)r * (size_t)s->hd + (size_t)c];
+                sum[c] += x;
+                sq[c] += x * x;
+            }
+    }
+}
+
 static void set_columns(ig_state *s, int ls, int slot, int g, const unsigned char *used) {
     size_t i = lsg(s, ls, slot, g), hd = (size_t)s->hd, km = (size_t)s->kmax;
     int32_t *cols = s->cols + i * km;
@@ -522,6 +590,22 @@ static void build_index(ig_state *s, int ls, int slot, const ig_prefill_view *v)
         memset(colq, 0, sizeof colq);
         memset(colk, 0, sizeof colk);
         memset(used, 0, sizeof used);
+        if (s->rule == RULE_QVAR) {
+            /* score = sum_c q_c k_c: over the keys, column c spreads it by q_c^2 Var[k_c] */
+            double qs[512] = {0}, qq[512] = {0}, ks[512] = {0}, kk[512] = {0}, w[512];
+            for (int hh = 0; hh < s->group; hh++)
+                moments_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd, v->n_new,
+                                s->H * hd, A, qs, qq);
+            moments_rotated(s, v->k + (size_t)g * (size_t)hd, v->n_new, s->G * hd, A, ks, kk);
+            double nq = (double)v->n_new * s->group, nk = (double)v->n_new;
+            for (int c = 0; c < hd; c++) {
+                double mk = ks[c] / nk, var = kk[c] / nk - mk * mk;
+                w[c] = qq[c] / nq * (var > 0 ? var : 0);
+            }
+            top_k_columns(w, hd, s->k, used);
+            set_columns(s, ls, slot, g, used);
+            continue;
+        }
         for (int hh = 0; hh < s->group; hh++)
             abs_colsum_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd, v->n_new,
                                s->H * hd, A, colq);
@@ -560,7 +644,8 @@ static void default_index(ig_state *s, int ls, int slot) {
  * (pq: [group][kmax]); per query head the threshold count as a fraction of the entries in use;
  * ms[e] = the group's max partial score (-inf for free entries). */
 static void score_head(ig_state *s, int ls, int slot, int g, const ig_entries_view *ev,
-                       const float *pq_slot, float *hs, float *hmax, double *frac, float *ms) {
+                       const float *pq_slot, float alpha, float *hs, float *hmax, double *frac,
+                       float *ms) {
     size_t i = lsg(s, ls, slot, g), C = (size_t)s->C;
     int64_t hw = ev->high_water;
     const char *pk = (const char *)s->pkc + i * (size_t)s->kmax * C * s->pk_size;
@@ -591,7 +676,7 @@ static void score_head(ig_state *s, int ls, int slot, int g, const ig_entries_vi
     for (int hh = 0; hh < s->group; hh++) {
         int64_t c = hmax[hh] == -INFINITY
                         ? 0
-                        : ig_cpu_count_greater(hs + (size_t)hh * C, hw, hmax[hh] - s->alpha);
+                        : ig_cpu_count_greater(hs + (size_t)hh * C, hw, hmax[hh] - alpha);
         frac[g * s->group + hh] = ev->n_used > 0 ? (double)c / (double)ev->n_used : 0;
     }
 }
@@ -667,13 +752,14 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < tasks; t++) {
             int i = t / G, g = t % G;
-            score_head(s, ls, slots[i], g, &ev[t], s->pq + (size_t)i * (size_t)H * (size_t)km, hs,
-                       hmax, s->frac + (size_t)i * (size_t)H, s->mscore + (size_t)t * (size_t)s->C);
+            score_head(s, ls, slots[i], g, &ev[t], s->pq + (size_t)i * (size_t)H * (size_t)km,
+                       s->alpha_l[ls], hs, hmax, s->frac + (size_t)i * (size_t)H,
+                       s->mscore + (size_t)t * (size_t)s->C);
         }
 #pragma omp single
         {
             /* the fetch count: the mean over query heads (and the batch) of count / entries */
-            double all = 0;
+            double all = 0, target = 0;
             for (int i = 0; i < n * H; i++) all += s->frac[i];
             for (int i = 0; i < n; i++) {
                 double mean = all / (double)(n * H);
@@ -684,9 +770,31 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
                 }
                 for (int g = 0; g < G; g++) {
                     const ig_entries_view *v = &ev[(size_t)i * (size_t)G + (size_t)g];
-                    s->nsel[(size_t)i * (size_t)G + (size_t)g] =
-                        ig_infinigen_fetch_count(mean, v->n_used, v->n_tokens, s->max_fetch);
+                    int64_t base = s->budget_window ? (int64_t)s->C : v->n_tokens;
+                    int64_t cap = (int64_t)floor(s->max_fetch * (double)base + 1e-9), m;
+                    if (cap < 1) cap = 1;
+                    if (s->dense_first && v->n_tokens <= cap)
+                        m = v->n_used; /* the first rows attend densely */
+                    else if (s->fetch_rule == FETCH_FIXED)
+                        m = cap < v->n_used ? cap : v->n_used;
+                    else if (s->fetch_rule == FETCH_ADAPTIVE)
+                        m = ig_infinigen_fetch_count(mean, v->n_used, v->n_tokens, 1.0);
+                    else
+                        m = ig_infinigen_fetch_count(mean, v->n_used, base, s->max_fetch);
+                    s->nsel[(size_t)i * (size_t)G + (size_t)g] = m;
+                    target += v->n_tokens > 0 ? (double)cap / (double)v->n_tokens : 0;
                 }
+            }
+            if (s->fetch_rule == FETCH_ADAPTIVE) {
+                /* the fraction counted by the threshold against the budget's, both as decayed
+                 * sums (so that the arithmetic mean of the fetched fraction tracks the budget, not
+                 * its geometric mean); the count grows monotonically with alpha, so a damped
+                 * multiplicative step converges */
+                s->ad_got[ls] = ADAPT_DECAY * s->ad_got[ls] + all / (double)(n * H);
+                s->ad_want[ls] = ADAPT_DECAY * s->ad_want[ls] + target / (double)(n * G);
+                double r = s->ad_got[ls] > 0 ? s->ad_want[ls] / s->ad_got[ls] : 2.0;
+                float a = s->alpha_l[ls] * (float)exp(ADAPT_GAIN * log(r));
+                s->alpha_l[ls] = a < ALPHA_MIN ? ALPHA_MIN : a > ALPHA_MAX ? ALPHA_MAX : a;
             }
         }
 #pragma omp for schedule(dynamic, 1)
@@ -857,6 +965,17 @@ static size_t ig_host_bytes(const void *st) {
                : 0;
 }
 
+static const char *ig_budget(const void *st, char *buf, size_t n) {
+    const ig_state *s = st;
+    static const char *rules[] = {"at most", "exactly", "tracking (adaptive alpha)"};
+    snprintf(buf, n, "%s max_fetch = %g of the %s read per KV head%s, layers %d and up",
+             rules[s->fetch_rule], s->max_fetch,
+             s->budget_window ? "window (the engine's context length)" : "current length",
+             s->dense_first ? ", every token while the sequence is within the budget" : "",
+             s->dense);
+    return buf;
+}
+
 const ig_policy_ops ig_policy_infinigen = {
     /* .version = */ IG_POLICY_API_VERSION,
     /* .name = */ "infinigen",
@@ -879,4 +998,5 @@ const ig_policy_ops ig_policy_infinigen = {
     /* .on_attention = */ NULL,
     /* .device_bytes = */ ig_device_bytes,
     /* .host_bytes = */ ig_host_bytes,
+    /* .budget = */ ig_budget,
 };

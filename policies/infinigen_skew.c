@@ -248,6 +248,7 @@ static const ig_policy_ops g_observer = {
     /* .on_attention = */ NULL,
     /* .device_bytes = */ NULL,
     /* .host_bytes = */ NULL,
+    /* .budget = */ NULL,
 };
 
 ig_status ig_skew_calibrate(const ig_model *m, const int32_t *ids, int64_t n, int chunk,

@@ -68,4 +68,5 @@ const ig_policy_ops ig_policy_int4 = {
     /* .on_attention = */ NULL,
     /* .device_bytes = */ NULL,
     /* .host_bytes = */ NULL,
+    /* .budget = */ NULL,
 };

@@ -68,6 +68,9 @@ typedef struct ig_policy_caps {
     int wants_prefill_colsum; /* on_prefill receives per-key attention sums */
     int wants_probs;          /* on_attention receives decode attention probabilities */
     int dense;                /* selection is always every resident entry (full, h2o, ...) */
+    /* Layers 0 .. dense_layers-1 keep and attend every token by the policy's own rule; the budget
+     * accounting reports the other layers (the policy's selected layers) beside all layers. */
+    int dense_layers;
 } ig_policy_caps;
 
 /* A read-only view of one (layer, slot, KV head) entry table. */
@@ -156,6 +159,9 @@ typedef struct ig_policy_ops {
      * would hold on the device / in host memory. */
     size_t (*device_bytes)(const void *st);
     size_t (*host_bytes)(const void *st);
+    /* The read budget in words for result files: what the policy's budget parameters are a
+     * fraction of and which layers they apply to (NULL: "every token"). */
+    const char *(*budget)(const void *st, char *buf, size_t n);
 } ig_policy_ops;
 
 /* ---- registry ---- */

@@ -9,6 +9,7 @@
  * upper bound of the largest logit any of them can give a key in the page); gqa=sum ranks by the
  * sum of the bounds instead. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,7 @@ static ig_status quest_init(void *st, const ig_policy_env *env, const ig_policy_
     s->token_budget = (int64_t)ig_params_num(p, "token_budget");
     s->budget_ratio = ig_params_num(p, "budget_ratio");
     s->dense_layers = (int)ig_params_num(p, "dense_layers");
+    caps->dense_layers = s->dense_layers;
     s->gqa_sum = !strcmp(ig_params_str(p, "gqa"), "sum");
     s->L = c->n_layer;
     s->S = env->n_slots;
@@ -221,6 +223,20 @@ static size_t quest_device_bytes(const void *st) {
            s->elem_bytes;
 }
 
+static const char *quest_budget(const void *st, char *buf, size_t n) {
+    const quest_state *s = st;
+    if (s->token_budget > 0)
+        snprintf(buf, n,
+                 "token_budget = %lld tokens read per KV head (pages of %d), layers %d and up",
+                 (long long)s->token_budget, s->page_size, s->dense_layers);
+    else
+        snprintf(
+            buf, n,
+            "budget_ratio = %g of the current length read (whole pages of %d), layers %d and up",
+            s->budget_ratio, s->page_size, s->dense_layers);
+    return buf;
+}
+
 const ig_policy_ops ig_policy_quest = {
     /* .version = */ IG_POLICY_API_VERSION,
     /* .name = */ "quest",
@@ -241,4 +257,5 @@ const ig_policy_ops ig_policy_quest = {
     /* .on_attention = */ NULL,
     /* .device_bytes = */ quest_device_bytes,
     /* .host_bytes = */ NULL,
+    /* .budget = */ quest_budget,
 };

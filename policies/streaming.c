@@ -7,6 +7,7 @@
  * length n (at least the newest token), so that a 20% run keeps 20% + sinks. Keys are stored after
  * RoPE at their original positions: StreamingLLM's re-numbering of positions inside the cache (for
  * streams longer than the trained context) does not apply to a post-RoPE home tier. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +85,18 @@ static int streaming_evict(void *st, int layer, int slot, int head, const ig_ent
     return got;
 }
 
+static const char *streaming_budget(const void *st, char *buf, size_t n) {
+    const streaming_state *s = st;
+    if (s->window > 0)
+        snprintf(buf, n, "%lld sinks + a window of %lld tokens kept and read, every layer",
+                 (long long)s->sinks, (long long)s->window);
+    else
+        snprintf(buf, n,
+                 "%lld sinks + window_ratio = %g of the current length kept and read, every layer",
+                 (long long)s->sinks, s->window_ratio);
+    return buf;
+}
+
 const ig_policy_ops ig_policy_streaming = {
     /* .version = */ IG_POLICY_API_VERSION,
     /* .name = */ "streaming",
@@ -104,4 +117,5 @@ const ig_policy_ops ig_policy_streaming = {
     /* .on_attention = */ NULL,
     /* .device_bytes = */ NULL,
     /* .host_bytes = */ NULL,
+    /* .budget = */ streaming_budget,
 };

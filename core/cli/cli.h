@@ -109,6 +109,8 @@ void ig_cli_policy_free(ig_cli_policy *p);
 void ig_cli_policy_apply(const ig_cli_policy *p, ig_engine_opts *eo);
 /* Adds "policy", "policy_params", "kv_*" fields (stats of the run) to a JSON object. */
 void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object *o);
+/* The budget accounting alone (read fraction in the selected layers, budget in words, metadata). */
+void ig_cli_policy_budget_json(const ig_engine *e, json_object *o);
 /* A KV policy's terms in the cost model (KV format, kept and fetched fractions, partial key
  * ratio) from its parameters ("k=v" settings; defaults for the rest): int4 stores 4-bit KV, h2o
  * keeps and reads heavy_ratio + recent_ratio, streaming window_ratio, quest reads budget_ratio,

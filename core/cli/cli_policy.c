@@ -98,6 +98,24 @@ static double per(double x, double n) {
     return n > 0 ? x / n : 0;
 }
 
+void ig_cli_policy_budget_json(const ig_engine *e, json_object *o) {
+    ig_kv_stats s = ig_engine_get_kv_stats(e);
+    ig_policy_budget_info b;
+    ig_engine_policy_budget(e, &b);
+    json_object_object_add(
+        o, "kv_read_fraction_selected_layers",
+        json_object_new_double(per(s.sel_layer_selected_rows, s.sel_layer_context_rows)));
+    json_object_object_add(o, "policy_budget", json_object_new_string(b.budget));
+    json_object_object_add(o, "policy_dense_layers", json_object_new_int(b.dense_layers));
+    json_object_object_add(o, "policy_meta_device_bytes",
+                           json_object_new_int64((int64_t)b.meta_device_bytes));
+    json_object_object_add(o, "policy_meta_host_bytes",
+                           json_object_new_int64((int64_t)b.meta_host_bytes));
+    json_object_object_add(
+        o, "policy_meta_fraction",
+        json_object_new_double(per((double)b.meta_device_bytes, (double)b.kv_cache_bytes)));
+}
+
 void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object *o) {
     char buf[1024];
     json_object_object_add(o, "policy", json_object_new_string(p->ops ? p->ops->name : "none"));
@@ -130,6 +148,7 @@ void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object 
                            json_object_new_double(per(s.selected_rows, s.context_rows)));
     json_object_object_add(o, "kv_resident_fraction",
                            json_object_new_double(per(s.resident_rows, s.context_rows)));
+    ig_cli_policy_budget_json(e, o);
     json_object_object_add(o, "kv_evictions", json_object_new_int64(s.evictions));
     json_object_object_add(o, "kv_disk_read_bytes", json_object_new_double(s.disk_read_bytes));
     json_object_object_add(o, "kv_disk_write_bytes", json_object_new_double(s.disk_write_bytes));
@@ -150,9 +169,15 @@ void ig_cli_policy_print(const ig_cli_policy *p, const ig_engine *e, FILE *f) {
     double tok = (double)s.decode_tokens;
     fprintf(f,
             "kv: policy %s, %.0f KiB moved home->device per decode token (%.1f%% of resident rows, "
-            "%.1f%% of context), %lld evictions",
+            "%.1f%% of context; %.1f%% in the selected layers), %lld evictions",
             p->ops->name, per(s.h2d_bytes, tok) / 1024, 100 * per(s.selected_rows, s.resident_rows),
-            100 * per(s.selected_rows, s.context_rows), (long long)s.evictions);
+            100 * per(s.selected_rows, s.context_rows),
+            100 * per(s.sel_layer_selected_rows, s.sel_layer_context_rows), (long long)s.evictions);
+    ig_policy_budget_info b;
+    ig_engine_policy_budget(e, &b);
+    fprintf(f, "\nkv: budget: %s; metadata %.1f MiB on the device (%.2f%% of the KV cache)",
+            b.budget, (double)b.meta_device_bytes / (1 << 20),
+            100 * per((double)b.meta_device_bytes, (double)b.kv_cache_bytes));
     if (s.recall_n > 0) fprintf(f, ", recall %.3f", s.recall_sum / (double)s.recall_n);
     fputc('\n', f);
 }

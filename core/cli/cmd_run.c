@@ -325,6 +325,7 @@ int ig_cmd_run(int argc, char **argv) {
     }
     int n = ig_exp_n_points(x), rc = IG_EXIT_ERROR;
     const char *dir = output ? output : ig_exp_output_dir(x);
+    ig_run_set_output_dir(dir);
     ig_results *res = NULL;
     if (point >= n) {
         fprintf(stderr, "igen run: --point %ld: the experiment has %d points (0..%d)\n", point, n,

@@ -11,6 +11,8 @@
  * to `metrics`; *link_on says whether the link model throttled copies. On error the metrics may
  * be partial. Keeps the last model and text tokens loaded for the next point. */
 ig_status ig_run_point(const ig_exp_point *pt, json_object *metrics, int *link_on, ig_error *err);
+/* Where skew=auto keeps the skew files it calibrates (OUTPUT/skew/); "results" by default. */
+void ig_run_set_output_dir(const char *dir);
 /* Frees what ig_run_point kept loaded. */
 void ig_run_cache_free(void);
 

@@ -8,6 +8,7 @@
 #include "core/cli/cli.h"
 #include "core/cli/run.h"
 #include "core/engine/ppl.h"
+#include "core/exp/results_internal.h"
 #include "core/log.h"
 #include "core/mapfile.h"
 #include "core/tokenizer/tokenizer.h"
@@ -16,6 +17,7 @@
 #include "offload/hwprof.h"
 #include "offload/modelshape.h"
 #include "offload/wstream.h"
+#include "policies/infinigen_skew.h"
 
 /* The model and the tokens of the text last used, kept across points. */
 static struct {
@@ -27,10 +29,17 @@ static struct {
     char text[4096];
 } g_cache;
 
-void ig_run_cache_free(void) {
+static void memo_free_budgets(void);
+
+static void model_cache_free(void) {
     ig_model_free(g_cache.model);
     free(g_cache.ids);
     memset(&g_cache, 0, sizeof g_cache);
+}
+
+void ig_run_cache_free(void) {
+    model_cache_free();
+    memo_free_budgets();
 }
 
 static ig_model *model_get(const ig_exp_point *pt, ig_error *err) {
@@ -39,7 +48,7 @@ static ig_model *model_get(const ig_exp_point *pt, ig_error *err) {
                                                : IG_DTYPE_F32;
     if (g_cache.model && !strcmp(g_cache.path, pt->model_path) && g_cache.dtype == dt)
         return g_cache.model;
-    ig_run_cache_free();
+    model_cache_free();
     ig_cli_common com;
     ig_cli_common_init(&com);
     com.model_path = strcmp(pt->model_path, "default") ? pt->model_path : NULL;
@@ -96,11 +105,101 @@ static void put_d(json_object *o, const char *k, double v) {
     json_object_object_add(o, k, json_object_new_double(v));
 }
 
-static int policy_setup(const ig_exp_point *pt, ig_cli_policy *pol, ig_error *err) {
+/* ---- skew=auto: InfiniGen's skew calibrated by the run itself, cached ---- */
+
+static char g_out_dir[4096] = "results";
+
+void ig_run_set_output_dir(const char *dir) {
+    snprintf(g_out_dir, sizeof g_out_dir, "%s", dir && dir[0] ? dir : ".");
+}
+
+#define AUTO_SKEW_TOKENS 2048 /* igen calibrate's default, the artifact's */
+
+static uint64_t fnv1a(uint64_t h, const char *s) {
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h ^ 0xff; /* a separator between fields */
+}
+
+/* The skew file for a "skew=auto" setting: calibrated on the point's text from the token after the
+ * perplexity windows (so the calibration never sees a scored token), or from the text's start when
+ * the point measures no perplexity; kept in OUTPUT/skew/ and reused by later points and reruns.
+ * Records what it did in mx.skew. */
+static ig_status auto_skew(const ig_exp_point *pt, ig_model *m, json_object *mx, char *path,
+                           size_t np, ig_error *err) {
+    size_t n_ids = 0;
+    const int32_t *ids = text_ids(pt, m, &n_ids, err);
+    if (!ids)
+        return err->code ? err->code
+                         : ig_error_set(err, IG_ERR_INVALID_ARG,
+                                        "skew=auto calibrates on workload.text; the point has "
+                                        "none (or the model has no tokenizer)");
+    int64_t skip = pt->metric_ppl ? (int64_t)pt->ppl_windows * pt->ppl_ctx : 0;
+    int64_t n = AUTO_SKEW_TOKENS;
+    const ig_model_config *c = ig_model_get_config(m);
+    if (n > c->max_pos) n = c->max_pos;
+    if ((int64_t)n_ids < skip + n)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "skew=auto: %s has %zu tokens; calibrating on %lld tokens after the "
+                            "%lld of the perplexity windows needs %lld (give a skew file, or "
+                            "fewer windows)",
+                            pt->text_path ? pt->text_path : "the text", n_ids, (long long)n,
+                            (long long)skip, (long long)(skip + n));
+    char key[256];
+    snprintf(key, sizeof key, "|%s|%lld|%lld", pt->dtype, (long long)skip, (long long)n);
+    uint64_t h = fnv1a(
+        fnv1a(fnv1a(14695981039346656037ull, pt->model_path), pt->text_path ? pt->text_path : ""),
+        key);
+    char dir[4000];
+    snprintf(dir, sizeof dir, "%.3990s/skew", g_out_dir);
+    snprintf(path, np, "%s/%016llx.skew", dir, (unsigned long long)h);
+    int reused = ig_path_exists(path);
+    if (!reused) {
+        if (ig_exp_mkdir_p(dir, err) != IG_OK) return err->code;
+        ig_skew *sk = NULL;
+        fprintf(stderr,
+                "igen run: skew=auto: calibrating on %lld tokens of %s from token %lld -> %s\n",
+                (long long)n, pt->text_path ? pt->text_path : "the text", (long long)skip, path);
+        char part[4300];
+        snprintf(part, sizeof part, "%s.part", path);
+        ig_status st = ig_skew_calibrate(m, ids + skip, n, 256, pt->threads, NULL, NULL, &sk, err);
+        if (st == IG_OK) st = ig_skew_save(sk, part, err);
+        ig_skew_free(sk);
+        if (st == IG_OK && rename(part, path) != 0) {
+            remove(part);
+            st = ig_error_set(err, IG_ERR_IO, "cannot rename %s to %s", part, path);
+        }
+        if (st != IG_OK) return st;
+    }
+    json_object *o = json_object_new_object();
+    if (o) {
+        json_object_object_add(o, "file", json_object_new_string(path));
+        json_object_object_add(o, "text",
+                               json_object_new_string(pt->text_path ? pt->text_path : ""));
+        json_object_object_add(o, "skip_tokens", json_object_new_int64(skip));
+        json_object_object_add(o, "tokens", json_object_new_int64(n));
+        json_object_object_add(o, "reused", json_object_new_boolean(reused));
+        json_object_object_add(mx, "skew", o);
+    }
+    return IG_OK;
+}
+
+static int policy_setup_m(const ig_exp_point *pt, ig_model *m, json_object *mx, ig_cli_policy *pol,
+                          ig_error *err) {
+    static char skew_set[4300];
     ig_cli_policy_init(pol);
     pol->name = pt->policy;
-    for (int i = 0; i < pt->n_settings && i < IG_CLI_POLICY_MAX_SETS; i++)
+    for (int i = 0; i < pt->n_settings && i < IG_CLI_POLICY_MAX_SETS; i++) {
         pol->sets[pol->n_sets++] = pt->settings[i];
+        if (!strcmp(pt->settings[i], "skew=auto") && m) {
+            char path[4200];
+            if (auto_skew(pt, m, mx, path, sizeof path, err) != IG_OK) return -1;
+            snprintf(skew_set, sizeof skew_set, "skew=%s", path);
+            pol->sets[pol->n_sets - 1] = skew_set;
+        }
+    }
     pol->recall = pt->metric_recall;
     const char *acc = pt->kv_access ? pt->kv_access : "auto";
     pol->kv_access = !strcmp(acc, "inplace") ? IG_KV_ACCESS_INPLACE
@@ -147,7 +246,7 @@ static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object
     const int32_t *ids = text_ids(pt, m, &n_ids, err);
     if (!ids && err->code) return err->code;
     ig_cli_policy pol;
-    if (policy_setup(pt, &pol, err) != 0) return err->code;
+    if (policy_setup_m(pt, m, mx, &pol, err) != 0) return err->code;
     ig_cli_offload off;
     char pct[256], link[256];
     offload_setup(pt, &off, pct, sizeof pct, link, sizeof link);
@@ -242,8 +341,17 @@ static struct {
     double ppl, read_fraction;
     int64_t tokens;
     int windows;
+    json_object *budget; /* the budget accounting of the ppl run */
 } g_memo[PPL_MEMO];
 static int g_n_memo;
+
+static void memo_free_budgets(void) {
+    for (int i = 0; i < g_n_memo; i++) {
+        json_object_put(g_memo[i].budget);
+        g_memo[i].budget = NULL;
+    }
+    g_n_memo = 0;
+}
 
 static void ppl_key(const ig_exp_point *pt, char *k, size_t n) {
     int len =
@@ -254,8 +362,18 @@ static void ppl_key(const ig_exp_point *pt, char *k, size_t n) {
         len += snprintf(k + len, n - (size_t)len, "|%s", pt->settings[i]);
 }
 
+/* The ppl run's own budget accounting, as ppl_* metrics (the throughput run's are kv_*). */
+static void put_ppl_budget(json_object *mx, json_object *b) {
+    json_object_object_foreach(b, k, v) {
+        char name[128];
+        snprintf(name, sizeof name, "ppl_%s", k);
+        json_object_object_add(mx, name, json_object_get(v));
+    }
+}
+
 static void put_ppl(json_object *mx, double ppl, int64_t tokens, int windows, double rf, int memo) {
     put_d(mx, "ppl", ppl);
+    if (rf >= 0) put_d(mx, "ppl_read_fraction", rf);
     json_object_object_add(mx, "ppl_tokens", json_object_new_int64(tokens));
     json_object_object_add(mx, "ppl_windows", json_object_new_int(windows));
     json_object_object_add(mx, "ppl_reused", json_object_new_boolean(memo));
@@ -272,6 +390,7 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
         if (!strcmp(g_memo[i].key, key)) {
             put_ppl(mx, g_memo[i].ppl, g_memo[i].tokens, g_memo[i].windows, g_memo[i].read_fraction,
                     1);
+            if (g_memo[i].budget) put_ppl_budget(mx, g_memo[i].budget);
             return IG_OK;
         }
     size_t n_ids = 0;
@@ -284,7 +403,7 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
                                   ig_model_name(m))
                    : ig_error_set(err, IG_ERR_INVALID_ARG, "ppl needs workload.text");
     ig_cli_policy pol;
-    if (policy_setup(pt, &pol, err) != 0) return err->code;
+    if (policy_setup_m(pt, m, mx, &pol, err) != 0) return err->code;
     int batch = pt->batch < pt->ppl_windows ? pt->batch : pt->ppl_windows;
     ig_engine_opts eo = {.max_seqs = batch,
                          .max_ctx = pt->ppl_ctx,
@@ -305,14 +424,22 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
             ig_kv_stats kv = ig_engine_get_kv_stats(e);
             double rf = kv.context_rows > 0 ? kv.selected_rows / kv.context_rows : -1;
             put_ppl(mx, res.ppl, res.tokens, res.windows, rf, 0);
+            json_object *b = json_object_new_object();
+            if (b) {
+                ig_cli_policy_budget_json(e, b);
+                put_ppl_budget(mx, b);
+            }
             if (g_n_memo < PPL_MEMO) {
                 snprintf(g_memo[g_n_memo].key, sizeof g_memo[g_n_memo].key, "%s", key);
                 g_memo[g_n_memo].ppl = res.ppl;
                 g_memo[g_n_memo].tokens = res.tokens;
                 g_memo[g_n_memo].windows = res.windows;
                 g_memo[g_n_memo].read_fraction = rf;
+                g_memo[g_n_memo].budget = b;
+                b = NULL;
                 g_n_memo++;
             }
+            json_object_put(b);
         }
         ig_ppl_result_free(&res);
     }

@@ -570,6 +570,11 @@ size_t ig_engine_kv_row_bytes(const ig_engine *e) {
     return e->kv ? ig_kv_run_row_bytes(e->kv) : (size_t)e->cfg.head_dim * sizeof(float);
 }
 
+void ig_engine_policy_budget(const ig_engine *e, ig_policy_budget_info *out) {
+    memset(out, 0, sizeof *out);
+    if (e->kv) ig_kv_run_policy_budget(e->kv, out);
+}
+
 void *ig_engine_policy_state(const ig_engine *e) {
     return e->kv ? ig_kv_run_policy_state(e->kv) : NULL;
 }

@@ -88,6 +88,8 @@ typedef struct ig_kv_stats {
     int64_t decode_tokens, decode_calls;
     double h2d_bytes, d2h_bytes, read_bytes, prefill_d2h_bytes;
     double selected_rows, resident_rows, context_rows; /* summed over (token, layer, KV head) */
+    /* The same over the policy's selected layers only (caps.dense_layers and up) */
+    double sel_layer_selected_rows, sel_layer_context_rows;
     double select_s, attention_s, store_s, recall_s;
     double transfer_s;      /* time the transfer queue spent copying (overlapped with compute) */
     double transfer_wait_s; /* time compute waited for a transfer to finish */
@@ -151,6 +153,17 @@ size_t ig_engine_kv_device_bytes(const ig_engine *e);
 size_t ig_engine_kv_row_bytes(const ig_engine *e);
 /* The policy's state (NULL without a policy), for tests and tools that inspect a policy. */
 void *ig_engine_policy_state(const ig_engine *e);
+
+/* What a run's policy costs beside the rows it reads (zero without a policy). */
+typedef struct ig_policy_budget_info {
+    int dense_layers;         /* layers the policy attends densely by its own rule */
+    size_t meta_device_bytes; /* metadata a GPU run holds on the device (partial keys, bounds) */
+    size_t meta_host_bytes;   /* metadata in host memory (pool counters) */
+    size_t kv_cache_bytes;    /* the whole KV cache at the engine's capacity (K and V, every
+                                 layer, slot and KV head at max_ctx, home row encoding) */
+    char budget[256];         /* the policy's budget in words ("every token" for dense ones) */
+} ig_policy_budget_info;
+void ig_engine_policy_budget(const ig_engine *e, ig_policy_budget_info *out);
 /* Bytes of KV cache allocated, and bytes used by a sequence of n tokens. */
 size_t ig_engine_kv_bytes(const ig_engine *e);
 size_t ig_engine_kv_bytes_per_token(const ig_engine *e);

@@ -61,6 +61,7 @@ void ig_kv_run_reset_stats(ig_kv_run *r);
 size_t ig_kv_run_home_bytes(const ig_kv_run *r);
 size_t ig_kv_run_home_bytes_slots(const ig_kv_run *r, int slot0, int slot1);
 size_t ig_kv_run_device_bytes(const ig_kv_run *r);
+void ig_kv_run_policy_budget(const ig_kv_run *r, ig_policy_budget_info *out);
 void *ig_kv_run_policy_state(const ig_kv_run *r);
 size_t ig_kv_run_row_bytes(const ig_kv_run *r);
 

@@ -5,6 +5,7 @@
  * home tier, evicting the policy's victims when it is full. Every byte a GPU run would move is
  * counted here; the policy itself never touches KV bytes. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,6 +47,7 @@ struct ig_kv_run {
     int dev;      /* CUDA engine: the selected rows are gathered to the GPU, attention runs there */
     int cpu_attn; /* kv_access cpu (FlexGen's cpu_cache_compute): decode attention on the CPU */
     int L, S, G, H, hd, d;
+    int C; /* max_ctx */
     int max_new;
     size_t row_bytes;
     ig_dtype kv_dtype;
@@ -119,6 +121,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->e = e;
     r->ops = ops;
     r->L = c->n_layer;
+    r->C = o->max_ctx;
     r->S = o->max_seqs;
     r->G = c->n_kv_head;
     r->H = c->n_head;
@@ -370,6 +373,16 @@ size_t ig_kv_run_device_bytes(const ig_kv_run *r) {
     size_t ws = 2 * 2 * (size_t)r->S * (size_t)r->G * (size_t)r->cap * (size_t)r->hd * elem;
     if (r->cpu_attn) ws = 0; /* attention on the CPU: no working set on the device */
     return ws + (r->ops->device_bytes ? r->ops->device_bytes(r->st) : 0);
+}
+
+void ig_kv_run_policy_budget(const ig_kv_run *r, ig_policy_budget_info *out) {
+    out->dense_layers = r->caps.dense_layers;
+    out->meta_device_bytes = r->ops->device_bytes ? r->ops->device_bytes(r->st) : 0;
+    out->meta_host_bytes = r->ops->host_bytes ? r->ops->host_bytes(r->st) : 0;
+    out->kv_cache_bytes =
+        2 * (size_t)r->L * (size_t)r->S * (size_t)r->G * (size_t)r->C * r->row_bytes;
+    if (!r->ops->budget || !r->ops->budget(r->st, out->budget, sizeof out->budget))
+        snprintf(out->budget, sizeof out->budget, "every token, every layer");
 }
 
 static int is_decode(const ig_engine *e, int s) {
@@ -847,6 +860,10 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
         r->stats.selected_rows += rows;
         r->stats.resident_rows += rows;
         r->stats.context_rows += (double)e->p0[s] * r->G;
+        if (layer >= r->caps.dense_layers) {
+            r->stats.sel_layer_selected_rows += rows;
+            r->stats.sel_layer_context_rows += (double)e->p0[s] * r->G;
+        }
         if (slot >= e->opts.kv_device_slots) count_h2d(r, rows);
         r->stats.read_bytes += 2.0 * (rows + r->G) * (double)r->row_bytes;
         if (r->shadow_k) { /* every token attended: the exact top-k is always contained */
@@ -910,6 +927,10 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
     r->stats.selected_rows += selected;
     r->stats.resident_rows += resident;
     r->stats.context_rows += (double)e->p0[s] * r->G;
+    if (layer >= r->caps.dense_layers) {
+        r->stats.sel_layer_selected_rows += selected;
+        r->stats.sel_layer_context_rows += (double)e->p0[s] * r->G;
+    }
     if (slot >= e->opts.kv_device_slots) count_h2d(r, selected);
     r->stats.read_bytes += r->inplace ? 2.0 * (selected + r->G) * (double)r->row_bytes
                                       : 2.0 * selected * ((double)r->row_bytes + 4.0 * r->hd) +

@@ -20,8 +20,12 @@ typedef struct pt {
     json_object *rec;   /* borrowed from the store */
     const char *policy; /* config.policy.name */
     char *params;       /* "k=v,k=v" (sorted keys) */
+    char *curve;        /* the ppl plot's curve: policy and its non-numeric params (a sweep of
+                           the numeric ones, the budget knobs, is one curve) */
     char *variant;      /* policy, or "policy params" when it has several variants */
     char *other;        /* the other varying settings, "" if none */
+    char *other_nt;     /* the same without workload.text (the ppl plot's panels) */
+    const char *text;   /* config.workload.text, "" if none */
     char *series;       /* variant + other */
     long seq, batch;    /* -1 if absent */
     double tp, ppl, kv; /* NAN if absent */
@@ -69,6 +73,17 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* A number, or text that reads whole as one (config values may be kept as text). */
+static int is_number_text(json_object *v) {
+    if (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)) return 1;
+    if (!json_object_is_type(v, json_type_string)) return 0;
+    const char *t = json_object_get_string(v);
+    char *end = NULL;
+    if (!t || !*t) return 0;
+    (void)strtod(t, &end);
+    return end && *end == 0;
+}
+
 /* "k=v,k=v" of a flattened object, keys sorted. */
 static char *sorted_pairs(json_object *flat, const char *sep) {
     int n = json_object_object_length(flat), i = 0;
@@ -104,8 +119,10 @@ static int excluded_axis(const char *path) {
 static void free_points(plotter *p) {
     for (int i = 0; i < p->n; i++) {
         free(p->pts[i].params);
+        free(p->pts[i].curve);
         free(p->pts[i].variant);
         free(p->pts[i].other);
+        free(p->pts[i].other_nt);
         free(p->pts[i].series);
     }
     free(p->pts);
@@ -140,6 +157,28 @@ static ig_status gather(plotter *p, const ig_results *r, ig_error *err) {
             json_object_put(pf);
             goto oom;
         }
+        /* the curve: the parameters whose values are text (rules, files) name it */
+        json_object *pt_ = json_object_new_object();
+        if (!pt_) {
+            json_object_put(pf);
+            goto oom;
+        }
+        json_object_object_foreach(pf, pk, pv) {
+            if (!is_number_text(pv)) json_object_object_add(pt_, pk, json_object_get(pv));
+        }
+        char *tp = sorted_pairs(pt_, ",");
+        json_object_put(pt_);
+        ig_exp_buf cb = {0};
+        if (tp && tp[0])
+            ig_exp_buf_printf(&cb, "%s %s", q->policy, tp);
+        else
+            ig_exp_buf_puts(&cb, q->policy);
+        free(tp);
+        q->curve = cb.s;
+        if (cb.oom || !q->curve) {
+            json_object_put(pf);
+            goto oom;
+        }
         json_object_put(pf);
         json_object *vs;
         if (!json_object_object_get_ex(variants, q->policy, &vs)) {
@@ -157,7 +196,11 @@ static ig_status gather(plotter *p, const ig_results *r, ig_error *err) {
         q->tp = num_at(rec, "metrics.throughput_tok_s");
         q->dtp = num_at(rec, "metrics.decode_throughput_tok_s");
         q->ppl = num_at(rec, "metrics.ppl");
-        q->kv = num_at(rec, "metrics.kv_read_fraction");
+        /* the perplexity run's own read fraction where recorded (the throughput run's otherwise) */
+        q->kv = num_at(rec, "metrics.ppl_read_fraction");
+        if (isnan(q->kv)) q->kv = num_at(rec, "metrics.kv_read_fraction");
+        json_object *tx = get_path(rec, "config.workload.text");
+        q->text = json_object_is_type(tx, json_type_string) ? json_object_get_string(tx) : "";
         for (int k = 0; k < 5; k++) {
             char path[64];
             snprintf(path, sizeof path, "metrics.breakdown_s.%s", bd_parts[k]);
@@ -192,23 +235,27 @@ static ig_status gather(plotter *p, const ig_results *r, ig_error *err) {
     for (int i = 0; i < p->n; i++) {
         pt *q = &p->pts[i];
         json_object *vs = json_object_object_get(variants, q->policy);
-        ig_exp_buf b = {0}, o = {0};
+        ig_exp_buf b = {0}, o = {0}, ont = {0};
         if (json_object_object_length(vs) > 1 && q->params[0])
             ig_exp_buf_printf(&b, "%s %s", q->policy, q->params);
         else
             ig_exp_buf_puts(&b, q->policy);
         ig_exp_buf_puts(&o, "");
+        ig_exp_buf_puts(&ont, "");
         for (size_t c = 0; c < nc; c++) {
             if (!varying[c]) continue;
             const char *path = json_object_get_string(json_object_array_get_idx(cols, c));
             json_object *v;
-            ig_exp_buf_printf(
-                &o, "%s%s=%s", o.n ? " " : "", path,
-                json_object_object_get_ex(flat[i], path, &v) ? json_object_get_string(v) : "-");
+            const char *val =
+                json_object_object_get_ex(flat[i], path, &v) ? json_object_get_string(v) : "-";
+            ig_exp_buf_printf(&o, "%s%s=%s", o.n ? " " : "", path, val);
+            if (strcmp(path, "workload.text") != 0)
+                ig_exp_buf_printf(&ont, "%s%s=%s", ont.n ? " " : "", path, val);
         }
         q->variant = b.s;
         q->other = o.s;
-        if (b.oom || o.oom || !q->variant || !q->other) {
+        q->other_nt = ont.s;
+        if (b.oom || o.oom || ont.oom || !q->variant || !q->other || !q->other_nt) {
             free(varying);
             goto oom;
         }
@@ -634,6 +681,9 @@ static int cmp_kv(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Perplexity against the measured fraction of KV rows read, one panel per text, one curve per
+ * policy (its budget sweep), and per panel the Pareto front over every point: those with a lower
+ * perplexity than every point that reads as little or less. */
 static ig_status plot_ppl(plotter *p, ig_error *err) {
     const char *name = "ppl_vs_budget";
     int n = 0;
@@ -641,47 +691,101 @@ static ig_status plot_ppl(plotter *p, ig_error *err) {
     if (n < 2) {
         char why[160];
         snprintf(why, sizeof why,
-                 "needs 2 or more points with both metrics.ppl and metrics.kv_read_fraction "
-                 "(found %d)",
+                 "needs 2 or more points with both metrics.ppl and metrics.ppl_read_fraction or "
+                 "metrics.kv_read_fraction (found %d)",
                  n);
         skipped(p, name, why);
         return IG_OK;
     }
-    json_object *series = series_of(p, keep_ppl, NULL, 1);
+    const char **texts = calloc((size_t)p->n + 1, sizeof *texts);
     const pt **sel = calloc((size_t)p->n + 1, sizeof *sel);
+    json_object *series = json_object_new_array(), *seen = json_object_new_object();
     ig_exp_buf data = {0}, body = {0};
-    if (!series || !sel) body.oom = 1;
-    ig_exp_buf_puts(&data, "# kv_read_fraction\tppl\tvariant, one block per policy\n");
-    ig_exp_buf_puts(&body,
-                    "set title 'perplexity against KV budget'\n"
-                    "set xlabel 'fraction of the KV cache read (metrics.kv_read_fraction)'\n"
-                    "set ylabel 'perplexity'\nset grid\nset key top right\n"
-                    "set xrange [0:*]\nset offsets 0, graph 0.05, graph 0.05, graph 0.05\nplot ");
-    for (size_t s = 0; series && sel && s < json_object_array_length(series); s++) {
-        const char *sn = json_object_get_string(json_object_array_get_idx(series, s));
-        int m = 0;
-        for (int i = 0; i < p->n; i++) {
-            const pt *q = &p->pts[i];
-            char qn[1024];
-            snprintf(qn, sizeof qn, "%s%s%s", q->policy, q->other[0] ? " " : "", q->other);
-            if (keep_ppl(q, NULL) && !strcmp(qn, sn)) sel[m++] = q;
+    if (!texts || !sel || !series || !seen) body.oom = 1;
+    int nt = 0;
+    for (int i = 0; texts && seen && series && i < p->n; i++) {
+        const pt *q = &p->pts[i];
+        if (!keep_ppl(q, NULL)) continue;
+        int dup = 0;
+        for (int k = 0; k < nt && !dup; k++) dup = !strcmp(texts[k], q->text);
+        if (!dup) texts[nt++] = q->text;
+        char sn[1024];
+        snprintf(sn, sizeof sn, "%s%s%s", q->curve, q->other_nt[0] ? " " : "", q->other_nt);
+        if (!json_object_object_get_ex(seen, sn, NULL)) {
+            json_object_object_add(seen, sn, NULL);
+            json_object_array_add(series, json_object_new_string(sn));
         }
+    }
+    ig_exp_buf_puts(&data, "# kv_read_fraction\tppl\tlabel; per text one block per policy, then "
+                           "the Pareto front\n");
+    if (nt > 1) ig_exp_buf_printf(&body, "set multiplot layout 1,%d\n", nt);
+    int block = 0;
+    size_t ns = series ? json_object_array_length(series) : 0;
+    for (int t = 0; t < nt && !body.oom; t++) {
+        const char *slash = strrchr(texts[t], '/');
+        ig_exp_buf_puts(&body, "set title 'perplexity against the KV rows read");
+        if (texts[t][0]) {
+            ig_exp_buf_puts(&body, ": ");
+            for (const char *c = slash ? slash + 1 : texts[t]; *c; c++)
+                ig_exp_buf_puts(&body, *c == '\'' ? "''" : (char[]){*c, 0});
+        }
+        ig_exp_buf_puts(&body,
+                        "'\nset xlabel 'fraction of the KV rows read (measured, all layers)'\n"
+                        "set ylabel 'perplexity'\nset grid\nset key top right\nset logscale y\n"
+                        "set xrange [0:*]\nset offsets 0, graph 0.05, graph 0.05, graph 0.05\n"
+                        "plot ");
+        for (size_t k = 0; k < ns; k++) {
+            const char *sn = json_object_get_string(json_object_array_get_idx(series, k));
+            int m = 0;
+            for (int i = 0; i < p->n; i++) {
+                const pt *q = &p->pts[i];
+                char qn[1024];
+                snprintf(qn, sizeof qn, "%s%s%s", q->curve, q->other_nt[0] ? " " : "", q->other_nt);
+                if (keep_ppl(q, NULL) && !strcmp(q->text, texts[t]) && !strcmp(qn, sn))
+                    sel[m++] = q;
+            }
+            if (!m) continue;
+            qsort(sel, (size_t)m, sizeof *sel, cmp_kv);
+            ig_exp_buf_printf(&data, "# %s | %s\n", texts[t], sn);
+            for (int k2 = 0; k2 < m; k2++)
+                ig_exp_buf_printf(&data, "%.9g\t%.9g\t%s\n", sel[k2]->kv, sel[k2]->ppl,
+                                  sel[k2]->params[0] ? sel[k2]->params : sel[k2]->policy);
+            ig_exp_buf_puts(&data, "\n\n");
+            ig_exp_buf_printf(&body,
+                              "'DATNAME.dat' index %d using 1:2 with linespoints lw 2 pt 7 ps 1.2 "
+                              "title ",
+                              block++);
+            gp_quote(&body, sn);
+            ig_exp_buf_puts(&body, ", \\\n     ");
+        }
+        /* the Pareto front of this panel */
+        int m = 0;
+        for (int i = 0; i < p->n; i++)
+            if (keep_ppl(&p->pts[i], NULL) && !strcmp(p->pts[i].text, texts[t]))
+                sel[m++] = &p->pts[i];
         qsort(sel, (size_t)m, sizeof *sel, cmp_kv);
-        ig_exp_buf_printf(&data, "# %s\n", sn);
-        for (int k = 0; k < m; k++)
-            ig_exp_buf_printf(&data, "%.9g\t%.9g\t%s\n", sel[k]->kv, sel[k]->ppl,
-                              sel[k]->params[0] ? sel[k]->params : sel[k]->policy);
+        ig_exp_buf_printf(&data, "# %s | Pareto front\n", texts[t]);
+        double best = INFINITY;
+        for (int k2 = 0; k2 < m; k2++)
+            if (sel[k2]->ppl < best) {
+                best = sel[k2]->ppl;
+                ig_exp_buf_printf(&data, "%.9g\t%.9g\t%s %s\n", sel[k2]->kv, sel[k2]->ppl,
+                                  sel[k2]->policy, sel[k2]->params);
+            }
         ig_exp_buf_puts(&data, "\n\n");
         ig_exp_buf_printf(&body,
-                          "%s'DATNAME.dat' index %zu using 1:2 with points pt 7 ps 1.5 "
-                          "title ",
-                          s ? ", \\\n     " : "", s);
-        gp_quote(&body, sn);
+                          "'DATNAME.dat' index %d using 1:2 with lines dt 2 lw 1.5 lc rgb 'black' "
+                          "title 'Pareto front', \\\n     "
+                          "'' index %d using 1:2 with points pt 6 ps 2.2 lc rgb 'black' notitle\n",
+                          block, block);
+        block++;
     }
-    ig_exp_buf_puts(&body, "\n");
+    if (nt > 1) ig_exp_buf_puts(&body, "unset multiplot\n");
     json_object_put(series);
+    json_object_put(seen);
     free(sel);
-    return finish(p, name, &data, &body, 900, 600, err);
+    free(texts);
+    return finish(p, name, &data, &body, nt > 1 ? 800 * nt : 900, 600, err);
 }
 
 static ig_status plot_breakdown(plotter *p, ig_error *err) {
