@@ -326,6 +326,51 @@ static void test_dense_layers_access(void) {
     free(b);
 }
 
+/* InfiniGen's budget modes on the default model: the measured fraction of rows read in the
+ * speculated layers is within 10% of the budget (fixed: exactly the budget, rounded down per
+ * head; adaptive: the threshold with alpha adapted per layer), and the budget accounting fields
+ * are present. */
+static void test_infinigen_budget(void) {
+    const char *model = ig_test_default_model();
+    if (!model) {
+        fprintf(stderr, "\n    default model not installed (tools/setup.sh): not checked\n");
+        return;
+    }
+    char env[4300];
+    snprintf(env, sizeof env, "IGEN_MODEL='%s'", model);
+    static const char *const rules[] = {"fixed", "adaptive"};
+    static const double budgets[] = {0.1, 0.3};
+    run_out *o = malloc(sizeof *o);
+    for (int r = 0; r < 2; r++)
+        for (int b = 0; b < 2; b++) {
+            char args[4600];
+            snprintf(args, sizeof args,
+                     "ppl --text '%s/README.md' --ctx 512 --windows 1 --prefill 64 --policy "
+                     "infinigen --set fetch_rule=%s --set max_fetch=%g --json --quiet",
+                     IG_SOURCE_DIR, rules[r], budgets[b]);
+            ig_test_igen(o, env, args);
+            CU_ASSERT_EQUAL(o->status, 0);
+            json_object *j = json_tokener_parse(o->out), *v;
+            double got = -1;
+            if (j && json_object_object_get_ex(j, "kv_read_fraction_selected_layers", &v))
+                got = json_object_get_double(v);
+            printf("\n    infinigen fetch_rule=%s max_fetch=%g: read %.4f of the rows in the "
+                   "speculated layers",
+                   rules[r], budgets[b], got);
+            CU_ASSERT(fabs(got - budgets[b]) <= 0.1 * budgets[b]);
+            CU_ASSERT(j && json_object_object_get_ex(j, "policy_budget", &v) &&
+                      strstr(json_object_get_string(v), "layers 2 and up"));
+            CU_ASSERT(j && json_object_object_get_ex(j, "policy_meta_fraction", &v) &&
+                      json_object_get_double(v) > 0 && json_object_get_double(v) < 1);
+            CU_ASSERT(j && json_object_object_get_ex(j, "policy_dense_layers", &v) &&
+                      json_object_get_int(v) == 2);
+            if (o->status) fprintf(stderr, "\n    %s\n", o->err);
+            json_object_put(j);
+        }
+    printf("\n    ");
+    free(o);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("cli", NULL, NULL);
     CU_add_test(s, "help", test_help);
@@ -334,6 +379,7 @@ void ig_test_register(void) {
     CU_add_test(s, "ppl_json", test_ppl_json);
     CU_add_test(s, "generate", test_generate);
     CU_add_test(s, "dense_layers_access", test_dense_layers_access);
+    CU_add_test(s, "infinigen_budget", test_infinigen_budget);
     CU_add_test(s, "backend_fallback", test_backend_fallback);
     CU_add_test(s, "offload", test_offload);
 }
