@@ -15,7 +15,13 @@ typedef enum eval_kind {
     EVAL_RTE,
     EVAL_LAMBADA,
     EVAL_PASSKEY,
+    EVAL_NIAH_SINGLE,
+    EVAL_NIAH_MULTIKEY,
+    EVAL_NIAH_MULTIVALUE,
 } eval_kind;
+
+#define EVAL_IS_NIAH(k)                                                                            \
+    ((k) == EVAL_NIAH_SINGLE || (k) == EVAL_NIAH_MULTIKEY || (k) == EVAL_NIAH_MULTIVALUE)
 
 typedef struct eval_req {
     char *ctx, *cont;            /* text, after the whitespace move */
@@ -28,6 +34,7 @@ typedef struct eval_item {
     int req0, n_req;
     int gold;
     int key, key_pos; /* passkey */
+    int cell;         /* niah: index in the task's depth x length cells */
 } eval_item;
 
 struct ig_eval_task {
@@ -38,12 +45,24 @@ struct ig_eval_task {
     eval_req *reqs;
     int n_reqs;
     int max_tokens;
-    int generate; /* passkey: tokens generated greedily per request */
+    int generate; /* passkey, niah: tokens generated greedily per request */
+    ig_eval_niah_item *niah; /* niah: per item */
+    ig_eval_cell *cells;     /* niah: (length, depth) of each cell, lengths outer */
+    int n_cells;
 };
 
 /* Builds passkey prompts (eval_passkey.c). */
 ig_status ig_eval_passkey_build(ig_eval_task *t, const ig_eval_task_opts *o,
                                 const ig_tokenizer *tok, ig_error *err);
+/* Builds niah_* prompts (eval_niah.c). */
+ig_status ig_eval_niah_build(ig_eval_task *t, const ig_eval_task_opts *o, const ig_tokenizer *tok,
+                             ig_error *err);
+/* Fills request r of a generated task (passkey, niah): its context is the n tokens `ids` (taken
+ * over, freed on error too), its text their decoding; its continuation is `answer` and the
+ * answer's tokens as they follow that context (encode(ctx + answer)[len(encode(ctx)):]), which size
+ * the generation. */
+ig_status ig_eval_gen_request(eval_req *r, const ig_tokenizer *tok, int32_t *ids, int n,
+                              const char *answer, ig_error *err);
 /* Tokenizes request r as lm-eval does (whole = encode(ctx + cont), context = encode(ctx),
  * continuation = whole[len(context):]), cutting the context from the left to max_len. */
 ig_status ig_eval_req_encode(eval_req *r, const ig_tokenizer *tok, int add_bos, int max_len,

@@ -1,8 +1,11 @@
 /* lm-evaluation-harness's metrics and their standard errors (lm_eval/api/metrics.py): argmax of
  * log-likelihoods (acc) or of log-likelihood per character (acc_norm), the sample standard error
- * of a mean, perplexity of per-item log-likelihoods and its bootstrap standard error. */
+ * of a mean, perplexity of per-item log-likelihoods and its bootstrap standard error; the answer
+ * matching of the generated tasks (passkey's exact match, RULER's multi-value score). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/eval/eval.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -55,4 +58,25 @@ double ig_eval_perplexity_stderr(const double *ll, int n, int iters, uint64_t se
     for (int k = 0; k < iters; k++) ss += (ppl[k] - mu) * (ppl[k] - mu);
     free(ppl);
     return sqrt(ss / (iters - 1));
+}
+
+int ig_eval_digits_match(const char *text, long value, int digits) {
+    const char *p = text;
+    while (*p && (*p < '0' || *p > '9')) p++;
+    long v = 0;
+    int n = 0;
+    for (; *p >= '0' && *p <= '9'; p++, n++)
+        if (n < 18) v = v * 10 + (*p - '0');
+    return n == digits && v == value;
+}
+
+double ig_eval_niah_score(const char *text, const int *values, int n) {
+    if (n < 1) return 0;
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        char v[24];
+        snprintf(v, sizeof v, "%d", values[i]);
+        found += strstr(text, v) != NULL;
+    }
+    return (double)found / n;
 }

@@ -28,6 +28,43 @@ static ig_status enc(const ig_tokenizer *tok, const char *s, toks *t, ig_error *
     return ig_tokenizer_encode(tok, s, strlen(s), 0, &t->ids, &t->n, err);
 }
 
+ig_status ig_eval_gen_request(eval_req *r, const ig_tokenizer *tok, int32_t *ids, int n,
+                              const char *answer, ig_error *err) {
+    r->ctx_ids = ids;
+    r->n_ctx = n;
+    r->len_chars = (double)ig_eval_utf8_len(answer);
+    ig_status rc = ig_tokenizer_decode(tok, ids, (size_t)n, &r->ctx, err);
+    if (rc != IG_OK) return rc;
+    size_t al = strlen(answer), cl = strlen(r->ctx);
+    r->cont = malloc(al + 1);
+    char *wt = malloc(cl + al + 1);
+    if (!r->cont || !wt) {
+        free(wt);
+        return ig_error_set(err, IG_ERR_NOMEM, "out of memory");
+    }
+    memcpy(r->cont, answer, al + 1);
+    memcpy(wt, r->ctx, cl);
+    memcpy(wt + cl, answer, al + 1);
+    /* The answer's tokens as they follow this context (for the generation length). */
+    toks whole = {0}, ctx = {0};
+    rc = enc(tok, wt, &whole, err);
+    if (rc == IG_OK) rc = enc(tok, r->ctx, &ctx, err);
+    free(wt);
+    if (rc == IG_OK) {
+        r->n_cont = whole.n > ctx.n ? (int)(whole.n - ctx.n) : 1;
+        r->cont_ids = malloc((size_t)r->n_cont * sizeof(int32_t));
+        if (!r->cont_ids)
+            rc = ig_error_set(err, IG_ERR_NOMEM, "out of memory");
+        else if (whole.n > ctx.n)
+            memcpy(r->cont_ids, whole.ids + ctx.n, (size_t)r->n_cont * sizeof(int32_t));
+        else
+            r->cont_ids[0] = 0;
+    }
+    free(whole.ids);
+    free(ctx.ids);
+    return rc;
+}
+
 ig_status ig_eval_passkey_build(ig_eval_task *t, const ig_eval_task_opts *o,
                                 const ig_tokenizer *tok, ig_error *err) {
     static const double half = 0.5;
@@ -87,20 +124,18 @@ ig_status ig_eval_passkey_build(ig_eval_task *t, const ig_eval_task_opts *o,
          * them; the filler is cut to the exact length at its end, before the question. */
         long units = filler / (long)fill.n;
         long before = (long)(depth * (double)units + 0.5);
-        eval_req *r = &t->reqs[i];
-        r->n_ctx = L;
-        r->ctx_ids = malloc((size_t)L * sizeof(int32_t));
-        if (!r->ctx_ids) {
+        int32_t *ids = malloc((size_t)L * sizeof(int32_t));
+        if (!ids) {
             free(kt.ids);
             rc = ig_error_set(err, IG_ERR_NOMEM, "out of memory");
             break;
         }
-        int32_t *p = r->ctx_ids;
+        int32_t *p = ids;
         memcpy(p, hdr.ids, hdr.n * sizeof *p);
         p += hdr.n;
         long f = 0;
         for (; f < before * (long)fill.n; f++) *p++ = fill.ids[f % (long)fill.n];
-        t->items[i].key_pos = (int)(p - r->ctx_ids);
+        t->items[i].key_pos = (int)(p - ids);
         memcpy(p, kt.ids, kt.n * sizeof *p);
         p += kt.n;
         for (; f < filler; f++) *p++ = fill.ids[f % (long)fill.n];
@@ -112,43 +147,11 @@ ig_status ig_eval_passkey_build(ig_eval_task *t, const ig_eval_task_opts *o,
         t->items[i].gold = 0;
         t->n_items++;
         t->n_reqs++;
-        r->len_chars = 5;
-        if ((rc = ig_tokenizer_decode(tok, r->ctx_ids, (size_t)L, &r->ctx, err)) != IG_OK) break;
         char ans[16];
         snprintf(ans, sizeof ans, " %d", key);
-        size_t al = strlen(ans);
-        r->cont = malloc(al + 1);
-        if (!r->cont) {
-            rc = ig_error_set(err, IG_ERR_NOMEM, "out of memory");
-            break;
-        }
-        memcpy(r->cont, ans, al + 1);
-        /* The answer's tokens as they follow this context (for the generation length). */
-        toks whole = {0}, ctx = {0};
-        size_t cl = strlen(r->ctx);
-        char *wt = malloc(cl + al + 1);
-        if (!wt) {
-            rc = ig_error_set(err, IG_ERR_NOMEM, "out of memory");
-            break;
-        }
-        memcpy(wt, r->ctx, cl);
-        memcpy(wt + cl, ans, al + 1);
-        rc = enc(tok, wt, &whole, err);
-        if (rc == IG_OK) rc = enc(tok, r->ctx, &ctx, err);
-        free(wt);
-        if (rc == IG_OK) {
-            r->n_cont = whole.n > ctx.n ? (int)(whole.n - ctx.n) : 1;
-            r->cont_ids = malloc((size_t)r->n_cont * sizeof(int32_t));
-            if (!r->cont_ids)
-                rc = ig_error_set(err, IG_ERR_NOMEM, "out of memory");
-            else if (whole.n > ctx.n)
-                memcpy(r->cont_ids, whole.ids + ctx.n, (size_t)r->n_cont * sizeof(int32_t));
-            else
-                r->cont_ids[0] = 0;
-        }
-        free(whole.ids);
-        free(ctx.ids);
-        if (rc == IG_OK && r->n_cont + PASSKEY_SLACK > t->generate)
+        eval_req *r = &t->reqs[i];
+        if ((rc = ig_eval_gen_request(r, tok, ids, L, ans, err)) != IG_OK) break;
+        if (r->n_cont + PASSKEY_SLACK > t->generate)
             t->generate = r->n_cont + PASSKEY_SLACK;
         if (L > t->max_tokens) t->max_tokens = L;
     }

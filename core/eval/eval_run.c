@@ -1,7 +1,8 @@
 /* Scoring with the policy active: requests run as sequences in engine slots (continuous batching:
  * a slot is refilled as soon as its request is done); each request's prompt is prefilled, then the
  * rest of its context and its continuation are fed one token per forward call, and the logits of
- * those decode steps score the continuation (or, for passkey, choose the next token greedily). */
+ * those decode steps score the continuation (or, for passkey and niah, choose the next token
+ * greedily). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,9 +48,12 @@ static void score_row(const ig_eval_task *t, const eval_req *q, slot_run *s, int
     if (am != target) s->greedy = 0;
 }
 
-/* Exact match of a generated answer: its first run of digits is the key. */
-static int passkey_match(const ig_tokenizer *tok, const int32_t *gen, int n, int key) {
-    char buf[256];
+/* The score of a generated answer: passkey, niah_single, niah_multikey: exact match (its first
+ * run of digits is the key or the asked value); niah_multivalue: the fraction of the values it
+ * holds (RULER's string_match_all). */
+static double answer_score(const ig_eval_task *t, const ig_tokenizer *tok, int item,
+                           const int32_t *gen, int n) {
+    char buf[1024];
     size_t len = 0;
     for (int i = 0; i < n; i++) {
         size_t l = 0;
@@ -60,12 +64,13 @@ static int passkey_match(const ig_tokenizer *tok, const int32_t *gen, int n, int
         len += l;
     }
     buf[len] = '\0';
-    const char *p = buf;
-    while (*p && (*p < '0' || *p > '9')) p++;
-    long v = 0;
-    int digits = 0;
-    for (; *p >= '0' && *p <= '9' && digits < 9; p++, digits++) v = v * 10 + (*p - '0');
-    return digits == 5 && v == key;
+    if (t->kind == EVAL_PASSKEY) return ig_eval_digits_match(buf, t->items[item].key, 5);
+    const ig_eval_niah_item *ni = &t->niah[item];
+    if (t->kind != EVAL_NIAH_MULTIVALUE) return ig_eval_digits_match(buf, ni->needles[0].value, 7);
+    int values[IG_EVAL_NIAH_NEEDLES], nv = 0;
+    for (int j = 0; j < ni->n_needles; j++)
+        if (ni->needles[j].asked) values[nv++] = ni->needles[j].value;
+    return ig_eval_niah_score(buf, values, nv);
 }
 
 void ig_eval_result_free(ig_eval_result *r) {
@@ -74,6 +79,8 @@ void ig_eval_result_free(ig_eval_result *r) {
     free(r->req_greedy);
     free(r->item_correct);
     free(r->item_correct_norm);
+    free(r->item_score);
+    free(r->grid);
     memset(r, 0, sizeof *r);
 }
 
@@ -89,7 +96,11 @@ static ig_status finish_metrics(const ig_eval_task *t, ig_eval_result *res, ig_e
     }
     for (int i = 0; i < n; i++) {
         const eval_item *it = &t->items[i];
-        if (t->kind == EVAL_LAMBADA || t->kind == EVAL_PASSKEY) {
+        if (t->generate) {
+            /* item_score was set when the answer was generated */
+            res->item_correct[i] = res->req_greedy[it->req0];
+            res->item_correct_norm[i] = res->item_correct[i];
+        } else if (t->kind == EVAL_LAMBADA) {
             res->item_correct[i] = res->req_greedy[it->req0];
             res->item_correct_norm[i] = res->item_correct[i];
             y[i] = res->req_ll[it->req0];
@@ -100,7 +111,8 @@ static ig_status finish_metrics(const ig_eval_task *t, ig_eval_result *res, ig_e
             res->item_correct_norm[i] =
                 ig_eval_argmax(res->req_ll + it->req0, lens, it->n_req) == it->gold;
         }
-        x[i] = res->item_correct[i];
+        if (!t->generate) res->item_score[i] = res->item_correct[i];
+        x[i] = res->item_score[i];
     }
     res->n = n;
     double sum = 0;
@@ -122,6 +134,37 @@ static ig_status finish_metrics(const ig_eval_task *t, ig_eval_result *res, ig_e
         if (iters > 100000) iters = 100000;
         if (iters < 1000) iters = 1000;
         res->ppl_stderr = ig_eval_perplexity_stderr(y, n, (int)iters, 1234);
+    }
+    if (t->kind == EVAL_NIAH_MULTIVALUE) {
+        res->has_acc_all = 1;
+        sum = 0;
+        for (int i = 0; i < n; i++) sum += (x[i] = res->item_correct[i]);
+        res->acc_all = n > 0 ? sum / n : 0;
+        res->acc_all_stderr = ig_eval_mean_stderr(x, n);
+    }
+    if (t->n_cells > 0) {
+        res->grid = ig_calloc((size_t)t->n_cells, sizeof *res->grid, err);
+        if (!res->grid) {
+            free(x);
+            free(y);
+            return IG_ERR_NOMEM;
+        }
+        res->n_grid = t->n_cells;
+        for (int c = 0; c < t->n_cells; c++) {
+            res->grid[c].length = t->cells[c].length;
+            res->grid[c].depth = t->cells[c].depth;
+        }
+        for (int i = 0; i < n; i++) {
+            ig_eval_cell *g = &res->grid[t->items[i].cell];
+            g->n++;
+            g->acc += res->item_score[i];
+            g->acc_all += res->item_correct[i];
+        }
+        for (int c = 0; c < t->n_cells; c++)
+            if (res->grid[c].n > 0) {
+                res->grid[c].acc /= res->grid[c].n;
+                res->grid[c].acc_all /= res->grid[c].n;
+            }
     }
     free(x);
     free(y);
@@ -154,9 +197,10 @@ ig_status ig_eval_run(ig_engine *e, const ig_eval_task *t, const ig_eval_run_opt
     res->req_greedy = ig_calloc((size_t)(t->n_reqs > 0 ? t->n_reqs : 1), sizeof(int), err);
     res->item_correct = ig_calloc((size_t)(t->n_items > 0 ? t->n_items : 1), sizeof(int), err);
     res->item_correct_norm = ig_calloc((size_t)(t->n_items > 0 ? t->n_items : 1), sizeof(int), err);
+    res->item_score = ig_calloc((size_t)(t->n_items > 0 ? t->n_items : 1), sizeof(double), err);
     ig_status rc = IG_OK;
     if (!slots || !seqs || !seq_slot || !feed || !left || !item_of || !logits || !res->req_ll ||
-        !res->req_greedy || !res->item_correct || !res->item_correct_norm) {
+        !res->req_greedy || !res->item_correct || !res->item_correct_norm || !res->item_score) {
         rc = IG_ERR_NOMEM;
         goto out;
     }
@@ -265,7 +309,9 @@ ig_status ig_eval_run(ig_engine *e, const ig_eval_task *t, const ig_eval_run_opt
             const eval_req *q = &t->reqs[sr->req];
             if (t->generate) {
                 int it = item_of[sr->req];
-                res->req_greedy[sr->req] = passkey_match(tok, sr->gen, sr->n_gen, t->items[it].key);
+                double sc = answer_score(t, tok, it, sr->gen, sr->n_gen);
+                res->item_score[it] = sc;
+                res->req_greedy[sr->req] = sc == 1.0;
                 res->req_ll[sr->req] = 0;
                 res->scored_tokens += sr->n_gen;
             } else {

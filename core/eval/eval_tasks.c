@@ -28,11 +28,28 @@ static const struct {
     {"rte", EVAL_RTE, "val.jsonl", "train32.jsonl", NULL},
     {"lambada", EVAL_LAMBADA, "lambada_test.jsonl", NULL, NULL},
     {"passkey", EVAL_PASSKEY, NULL, NULL, NULL},
+    {"niah_single", EVAL_NIAH_SINGLE, NULL, NULL, NULL},
+    {"niah_multikey", EVAL_NIAH_MULTIKEY, NULL, NULL, NULL},
+    {"niah_multivalue", EVAL_NIAH_MULTIVALUE, NULL, NULL, NULL},
 };
 #define N_TASKS ((int)(sizeof g_tasks / sizeof g_tasks[0]))
 
 const char *ig_eval_task_names(void) {
-    return "copa, openbookqa, winogrande, piqa, rte, lambada, passkey";
+    return "copa, openbookqa, winogrande, piqa, rte, lambada, passkey, niah_single, niah_multikey, "
+           "niah_multivalue";
+}
+
+int ig_eval_task_is_generated(const char *name) {
+    for (int i = 0; i < N_TASKS; i++)
+        if (name && !strcmp(name, g_tasks[i].name))
+            return g_tasks[i].kind == EVAL_PASSKEY || EVAL_IS_NIAH(g_tasks[i].kind);
+    return 0;
+}
+
+int ig_eval_task_is_niah(const char *name) {
+    for (int i = 0; i < N_TASKS; i++)
+        if (name && !strcmp(name, g_tasks[i].name)) return EVAL_IS_NIAH(g_tasks[i].kind);
+    return 0;
 }
 
 const char *ig_eval_task_files(const char *name) {
@@ -599,6 +616,8 @@ void ig_eval_task_free(ig_eval_task *t) {
     }
     free(t->reqs);
     free(t->items);
+    free(t->niah);
+    free(t->cells);
     free(t);
 }
 
@@ -696,8 +715,9 @@ ig_status ig_eval_task_load(const ig_eval_task_opts *o, const ig_tokenizer *tok,
     if (!t) return IG_ERR_NOMEM;
     t->kind = g_tasks[ti].kind;
     t->name = g_tasks[ti].name;
-    if (t->kind == EVAL_PASSKEY) {
-        ig_status rc = ig_eval_passkey_build(t, o, tok, err);
+    if (t->kind == EVAL_PASSKEY || EVAL_IS_NIAH(t->kind)) {
+        ig_status rc = t->kind == EVAL_PASSKEY ? ig_eval_passkey_build(t, o, tok, err)
+                                               : ig_eval_niah_build(t, o, tok, err);
         if (rc != IG_OK) {
             ig_eval_task_free(t);
             return rc;
@@ -817,6 +837,9 @@ int ig_eval_passkey_key(const ig_eval_task *t, int item) {
 }
 int ig_eval_passkey_key_pos(const ig_eval_task *t, int item) {
     return t->items[item].key_pos;
+}
+const ig_eval_niah_item *ig_eval_niah_info(const ig_eval_task *t, int item) {
+    return t->niah && item >= 0 && item < t->n_items ? &t->niah[item] : NULL;
 }
 
 size_t ig_eval_utf8_len(const char *s) {
