@@ -11,7 +11,10 @@ docs/config.md for the ppl_* metrics) and prints Markdown:
     perplexity at equal measured reads, interpolated linearly in log-perplexity between the two
     measured points around each read (never extrapolated: '-' outside a curve's range), ranked.
 
-Usage: tools/results/frontier.py RESULTS_DIR [--reads 0.15,0.25,0.4] > page.md
+With --extra DIR (an `igen run` of configs/experiments/infinigen-sensitivity.yaml) a last section
+compares InfiniGen's variants at one budget with the frontier's infinigen points at that budget.
+
+Usage: tools/results/frontier.py RESULTS_DIR [--reads 0.15,0.25,0.4] [--extra DIR] > page.md
 Nothing here is fitted: the reads are fixed before looking at the results, the same for every
 text and policy.
 """
@@ -73,6 +76,9 @@ def main():
     ap.add_argument("results_dir")
     ap.add_argument("--reads", default="0.15,0.25,0.4",
                     help="measured read fractions (all layers) of the headline table")
+    ap.add_argument("--extra", help="results of infinigen-sensitivity.yaml: a variants table")
+    ap.add_argument("--extra-budget", type=float, default=0.2,
+                    help="the frontier's max_fetch the variants are compared with")
     a = ap.parse_args()
     reads = [float(x) for x in a.reads.split(",")]
     recs = load(os.path.join(a.results_dir, "results.jsonl"))
@@ -155,6 +161,40 @@ def main():
             print(f"| {pol['name']} | {params_of(pol)} | {x:.3f} | "
                   f"{'-' if sel is None else f'{sel:.3f}'} | {y:.3f} | {d} | "
                   f"{'-' if not meta else f'{meta:.3f}'} | {'yes' if r['key'] in front else ''} |")
+        print()
+
+    if a.extra:
+        extra = load(os.path.join(a.extra, "results.jsonl"))
+        print(f"## InfiniGen's choices at max_fetch {a.extra_budget:g}\n")
+        print("Each row changes one thing against `fetch_rule=fixed` (the frontier's points at this "
+              "budget are the first rows). `vs full` is against `full` of the frontier run.\n")
+        texts = list(by_text)
+        print("| variant | " + " | ".join(f"{os.path.basename(t)} ppl (vs full) | read sel." for t in texts) + " | meta |")
+        print("|---|" + "---|---|" * len(texts) + "---|")
+        rows = {}
+        for r in [r for t in texts for r in by_text[t]] + extra:
+            pol = r["config"]["policy"]
+            if pol["name"] != "infinigen":
+                continue
+            pr = pol.get("params") or {}
+            if r in extra or (pr.get("fetch_rule") == "fixed" and num(pr.get("max_fetch")) and
+                              abs(float(pr["max_fetch"]) - a.extra_budget) < 1e-9):
+                text = r["config"]["workload"].get("text") or "-"
+                rows.setdefault(params_of(pol), {})[text] = r
+        for v, per in rows.items():
+            cells, meta = [], None
+            for t in texts:
+                r = per.get(t)
+                if not r:
+                    cells += ["-", "-"]
+                    continue
+                m = r["metrics"]
+                full = [q["metrics"]["ppl"] for q in by_text[t] if q["config"]["policy"]["name"] == "full"]
+                d = f" ({100 * (m['ppl'] / full[0] - 1):+.1f}%)" if full else ""
+                sel = m.get("ppl_kv_read_fraction_selected_layers")
+                cells += [f"{m['ppl']:.3f}{d}", "-" if sel is None else f"{sel:.3f}"]
+                meta = m.get("ppl_policy_meta_fraction", meta)
+            print(f"| {v} | " + " | ".join(cells) + f" | {'-' if meta is None else f'{meta:.3f}'} |")
         print()
 
 
