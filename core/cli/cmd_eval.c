@@ -1,5 +1,6 @@
-/* igen eval: task accuracy (lm-evaluation-harness's few-shot tasks, LAMBADA, passkey retrieval)
- * with the KV policy active while the answers are scored. Prompt building and scoring live in
+/* igen eval: task accuracy (lm-evaluation-harness's few-shot tasks, LAMBADA, passkey retrieval,
+ * RULER-style needle-in-a-haystack retrieval) with the KV policy active while the answers are
+ * scored. Prompt building and scoring live in
  * core/eval; this file parses options, sizes the engine and prints. */
 #include <json-c/json.h>
 #include <math.h>
@@ -10,16 +11,20 @@
 #include "core/cli/cli.h"
 #include "core/eval/eval.h"
 #include "core/log.h"
+#include "core/mapfile.h"
 #include "kernels/cpu/cpu_kernels.h"
 
-#define MAX_DEPTHS 64
+#define MAX_DEPTHS  64
+#define MAX_LENGTHS 64
 
 static void help(void) {
     printf(
         "usage: igen eval --task NAME [--model PATH] [--shots K] [--limit N] [--data DIR]\n"
         "                 [--seed S] [--batch B] [--prefill P] [--json]\n"
         "                 [--policy NAME [--set K=V ...]]\n"
-        "       igen eval --task passkey [--length L] [--depth D[,D...]] [--seeds N] [...]\n\n"
+        "       igen eval --task passkey [--length L] [--depth D[,D...]] [--seeds N] [...]\n"
+        "       igen eval --task niah_single|niah_multikey|niah_multivalue [--haystack FILE]\n"
+        "                 [--length L[,L...]] [--depth D[,D...]] [--seeds N] [...]\n\n"
         "Task accuracy scored as lm-evaluation-harness scores it (docs/eval.md), with every "
         "scored\n"
         "token predicted by a decode step, so that the KV policy's eviction and selection act on\n"
@@ -29,7 +34,10 @@ static void help(void) {
         "Tasks: copa, openbookqa, winogrande, piqa, rte (multiple choice: acc, acc_norm for\n"
         "openbookqa and piqa; WinoGrande scores the text after the blank given each option),\n"
         "lambada (last-word accuracy, greedy, and perplexity), passkey (a 5-digit key hidden in\n"
-        "filler text, answered greedily; exact match).\n\n"
+        "filler text, answered greedily; exact match), niah_single, niah_multikey,\n"
+        "niah_multivalue (RULER's needle-in-a-haystack: 7-digit \"special magic numbers\" in a\n"
+        "real text; one needle, one among 3 distractor keys, or 4 values of one key; exact\n"
+        "match, or the fraction of the 4 values found and acc_all).\n\n"
         "  --task NAME       the task (required)\n"
         "  --shots K         few-shot examples per item (default 0, as lm-eval; the paper: 5)\n"
         "  --limit N         score only the first N items\n"
@@ -40,9 +48,13 @@ static void help(void) {
         "  --prefill P       prefill only the first P context tokens and decode the rest too\n"
         "                    (default: the whole context but its last token)\n"
         "  --bos             prepend the tokenizer's BOS token (lm-eval does not by default)\n"
-        "  --length L        passkey: prompt length in tokens (default 1024)\n"
-        "  --depth D[,D...]  passkey: relative depth(s) of the key in [0, 1] (default 0.5)\n"
-        "  --seeds N         passkey: keys per depth (default 10)\n"
+        "  --length L        passkey: prompt length in tokens (default 1024); niah: a list\n"
+        "                    L[,L...]\n"
+        "  --depth D[,D...]  passkey, niah: relative depth(s) of the key (of the asked needle)\n"
+        "                    in [0, 1] (default 0.5)\n"
+        "  --seeds N         passkey, niah: prompts per length and depth (default 10)\n"
+        "  --haystack FILE   niah: the UTF-8 text the haystack is cut from (default:\n"
+        "                    ../shared/data/wikitext-2-raw/wiki.test.raw beside the checkout)\n"
         "  --show            print the first item's requests (context | continuation, tokens) on\n"
         "                    stderr\n"
         "  --json            print one JSON object (acc, acc_stderr, n, task, policy, KV stats)\n"
@@ -90,6 +102,57 @@ static int parse_depths(const char *s, double *d, int *n) {
     return *n > 0 ? 0 : -1;
 }
 
+static int parse_lengths(const char *s, int *l, int *n) {
+    *n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 16 || v > (1 << 20) || *n >= MAX_LENGTHS) return -1;
+        l[(*n)++] = (int)v;
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+/* The niah text line and table: accuracy per depth (rows) and length (columns). */
+static void print_niah(const char *task, const char *length_arg, const char *depth_arg, long seeds,
+                       const ig_eval_result *res, const char *haystack) {
+    printf("%s (length %s, depth %s, %ld seeds): acc %.4f +- %.4f  (n %d, %.1f s)\n", task,
+           length_arg, depth_arg, seeds, res->acc, res->acc_stderr, res->n, res->seconds);
+    if (res->has_acc_all)
+        printf("  acc_all %.4f +- %.4f  (all values found)\n", res->acc_all, res->acc_all_stderr);
+    printf("  haystack %s\n", haystack);
+    int nl = 0, lens[MAX_LENGTHS];
+    for (int c = 0; c < res->n_grid; c++) {
+        int seen = 0;
+        for (int k = 0; k < nl; k++) seen |= lens[k] == res->grid[c].length;
+        if (!seen && nl < MAX_LENGTHS) lens[nl++] = res->grid[c].length;
+    }
+    printf("  acc%s by depth x length:\n  %-8s", res->has_acc_all ? " (mean fraction)" : "",
+           "depth");
+    for (int k = 0; k < nl; k++) printf(" %8d", lens[k]);
+    printf("\n");
+    /* Cells come lengths outer: the depths of the first length give the rows. */
+    int nd = 0;
+    for (int c = 0; c < res->n_grid && res->grid[c].length == res->grid[0].length; c++) nd++;
+    for (int d = 0; d < nd; d++) {
+        printf("  %-8g", res->grid[d].depth);
+        for (int k = 0; k < nl; k++) {
+            const ig_eval_cell *g = &res->grid[k * nd + d];
+            if (k * nd + d < res->n_grid && g->n > 0)
+                printf(" %8.4f", g->acc);
+            else
+                printf(" %8s", "-");
+        }
+        printf("\n");
+    }
+}
+
 int ig_cmd_eval(int argc, char **argv) {
     enum {
         O_TASK = IG_OPT_FIRST_FREE,
@@ -105,6 +168,7 @@ int ig_cmd_eval(int argc, char **argv) {
         O_DEPTH,
         O_SEEDS,
         O_SHOW,
+        O_HAYSTACK,
     };
     static const struct option longopts[] = {
         IG_CLI_COMMON_LONGOPTS,
@@ -123,6 +187,7 @@ int ig_cmd_eval(int argc, char **argv) {
         {"depth", required_argument, NULL, O_DEPTH},
         {"seeds", required_argument, NULL, O_SEEDS},
         {"show", no_argument, NULL, O_SHOW},
+        {"haystack", required_argument, NULL, O_HAYSTACK},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -132,12 +197,14 @@ int ig_cmd_eval(int argc, char **argv) {
     ig_cli_policy_init(&pol);
     ig_cli_offload off;
     ig_cli_offload_init(&off);
-    const char *task = NULL, *data = NULL, *depth_arg = "0.5";
+    const char *task = NULL, *data = NULL, *depth_arg = "0.5", *length_arg = "1024";
+    const char *haystack = NULL;
     long shots = 0, limit = 0, seed = 1234, batch = 16, prefill = 0, length = 1024, seeds = 10;
     int json = 0, bos = 0, show = 0, opt;
     double depths[MAX_DEPTHS];
     int n_depths = 1;
     depths[0] = 0.5;
+    int lengths[MAX_LENGTHS] = {1024}, n_lengths = 1;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int r = ig_cli_model_opt(&com, &pol, &off, opt, optarg);
@@ -181,8 +248,18 @@ int ig_cmd_eval(int argc, char **argv) {
                 return IG_EXIT_ERROR;
             break;
         case O_LENGTH:
-            if (ig_cli_parse_int("eval", "--length", optarg, 16, 1 << 20, &length))
+            length_arg = optarg;
+            if (parse_lengths(optarg, lengths, &n_lengths) != 0) {
+                fprintf(stderr,
+                        "igen eval: --length: '%s' is not a comma-separated list of token counts "
+                        "in [16, %d] (at most %d)\n",
+                        optarg, 1 << 20, MAX_LENGTHS);
                 return IG_EXIT_ERROR;
+            }
+            length = lengths[0];
+            break;
+        case O_HAYSTACK:
+            haystack = optarg;
             break;
         case O_SEEDS:
             if (ig_cli_parse_int("eval", "--seeds", optarg, 1, 100000, &seeds))
@@ -212,8 +289,33 @@ int ig_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "igen eval: unknown task '%s' (tasks: %s)\n", task, ig_eval_task_names());
         return IG_EXIT_ERROR;
     }
+    int is_passkey = !strcmp(task, "passkey"), is_niah = ig_eval_task_is_niah(task);
+    if (is_passkey && n_lengths > 1) {
+        fprintf(stderr,
+                "igen eval: --length: passkey takes one length ('%s'); the niah tasks take a "
+                "list\n",
+                length_arg);
+        return IG_EXIT_ERROR;
+    }
+    char hay_buf[4096];
+    if (is_niah && !haystack) {
+        const char *env = getenv("IGEN_SHARED_DATA");
+        if (env && *env)
+            snprintf(hay_buf, sizeof hay_buf, "%s/wikitext-2-raw/wiki.test.raw", env);
+        else
+            snprintf(hay_buf, sizeof hay_buf, "%s/../shared/data/wikitext-2-raw/wiki.test.raw",
+                     IG_SOURCE_DIR);
+        if (!ig_path_exists(hay_buf)) {
+            fprintf(stderr,
+                    "igen eval: task %s needs a haystack text: --haystack FILE (the default %s "
+                    "does not exist)\n",
+                    task, hay_buf);
+            return IG_EXIT_ERROR;
+        }
+        haystack = hay_buf;
+    }
     char data_buf[4096];
-    if (!data && strcmp(task, "passkey")) {
+    if (!data && !ig_eval_task_is_generated(task)) {
         const char *env = getenv("IGEN_SHARED_DATA");
         if (env && *env)
             snprintf(data_buf, sizeof data_buf, "%s/tasks/%s", env, task);
@@ -244,7 +346,10 @@ int ig_cmd_eval(int argc, char **argv) {
                             .passkey_length = (int)length,
                             .passkey_depths = depths,
                             .passkey_n_depths = n_depths,
-                            .passkey_seeds = (int)seeds};
+                            .passkey_seeds = (int)seeds,
+                            .niah_lengths = lengths,
+                            .niah_n_lengths = n_lengths,
+                            .haystack = haystack};
     double t_load = ig_time_s();
     if (ig_eval_task_load(&to, ig_model_tokenizer(m), &t, &err) != IG_OK) {
         ig_cli_error("eval", &err);
@@ -296,7 +401,6 @@ int ig_cmd_eval(int argc, char **argv) {
         ig_cli_error("eval", &err);
         goto out;
     }
-    int is_passkey = !strcmp(task, "passkey");
     if (json) {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "task", json_object_new_string(task));
@@ -321,6 +425,35 @@ int ig_cmd_eval(int argc, char **argv) {
                 json_object_array_add(d, json_object_new_double(depths[i]));
             json_object_object_add(o, "depths", d);
             json_object_object_add(o, "seeds", json_object_new_int((int)seeds));
+        } else if (is_niah) {
+            json_object *l = json_object_new_array(), *d = json_object_new_array();
+            for (int i = 0; i < n_lengths; i++)
+                json_object_array_add(l, json_object_new_int(lengths[i]));
+            json_object_object_add(o, "lengths", l);
+            for (int i = 0; i < n_depths; i++)
+                json_object_array_add(d, json_object_new_double(depths[i]));
+            json_object_object_add(o, "depths", d);
+            json_object_object_add(o, "seeds", json_object_new_int((int)seeds));
+            json_object_object_add(o, "haystack", json_object_new_string(haystack));
+            if (res.has_acc_all) {
+                json_object_object_add(o, "acc_all", json_object_new_double(res.acc_all));
+                json_object_object_add(o, "acc_all_stderr",
+                                       json_object_new_double(res.acc_all_stderr));
+            }
+            json_object *g = json_object_new_array();
+            for (int c = 0; c < res.n_grid; c++) {
+                if (res.grid[c].n == 0) continue; /* cut off by --limit */
+                json_object *cell = json_object_new_object();
+                json_object_object_add(cell, "length", json_object_new_int(res.grid[c].length));
+                json_object_object_add(cell, "depth", json_object_new_double(res.grid[c].depth));
+                json_object_object_add(cell, "n", json_object_new_int(res.grid[c].n));
+                json_object_object_add(cell, "acc", json_object_new_double(res.grid[c].acc));
+                if (res.has_acc_all)
+                    json_object_object_add(cell, "acc_all",
+                                           json_object_new_double(res.grid[c].acc_all));
+                json_object_array_add(g, cell);
+            }
+            json_object_object_add(o, "grid", g);
         } else {
             json_object_object_add(o, "data", json_object_new_string(data));
         }
@@ -345,6 +478,8 @@ int ig_cmd_eval(int argc, char **argv) {
         if (is_passkey)
             printf("passkey (length %ld, depth %s, %ld seeds): acc %.4f +- %.4f  (n %d, %.1f s)\n",
                    length, depth_arg, seeds, res.acc, res.acc_stderr, res.n, res.seconds);
+        else if (is_niah)
+            print_niah(task, length_arg, depth_arg, seeds, &res, haystack);
         else
             printf("%s (%ld-shot): acc %.4f +- %.4f  (n %d, %.1f s)\n", task, shots, res.acc,
                    res.acc_stderr, res.n, res.seconds);

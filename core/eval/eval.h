@@ -80,11 +80,11 @@ typedef struct ig_eval_needle {
     int asked; /* 1: an answer the question asks for; 0: a distractor (niah_multikey) */
 } ig_eval_needle;
 typedef struct ig_eval_niah_item {
-    int length;      /* prompt tokens */
-    double depth;    /* relative depth of needles[0] in the haystack */
-    int seed_index;  /* 0 .. seeds - 1: decides the keys, values, other depths, haystack offset */
-    int hay_offset;  /* the span's first token: its index in the tokenized haystack file */
-    int hay_tokens;  /* haystack tokens in the prompt (= length - header - needles - question) */
+    int length;     /* prompt tokens */
+    double depth;   /* relative depth of needles[0] in the haystack */
+    int seed_index; /* 0 .. seeds - 1: decides the keys, values, other depths, haystack offset */
+    int hay_offset; /* the span's first token: its index in the tokenized haystack file */
+    int hay_tokens; /* haystack tokens in the prompt (= length - header - needles - question) */
     int header_tokens, question_tokens;
     int n_needles;
     ig_eval_needle needles[IG_EVAL_NIAH_NEEDLES]; /* [0] at `depth`; the others at random depths */
@@ -107,8 +107,8 @@ typedef struct ig_eval_run_opts {
 typedef struct ig_eval_cell {
     int length;
     double depth;
-    int n;         /* items scored in the cell */
-    double acc;    /* mean item score */
+    int n;          /* items scored in the cell */
+    double acc;     /* mean item score */
     double acc_all; /* niah_multivalue: fraction of items with every value found */
 } ig_eval_cell;
 

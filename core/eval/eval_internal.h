@@ -45,7 +45,7 @@ struct ig_eval_task {
     eval_req *reqs;
     int n_reqs;
     int max_tokens;
-    int generate; /* passkey, niah: tokens generated greedily per request */
+    int generate;            /* passkey, niah: tokens generated greedily per request */
     ig_eval_niah_item *niah; /* niah: per item */
     ig_eval_cell *cells;     /* niah: (length, depth) of each cell, lengths outer */
     int n_cells;

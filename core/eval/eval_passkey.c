@@ -151,8 +151,7 @@ ig_status ig_eval_passkey_build(ig_eval_task *t, const ig_eval_task_opts *o,
         snprintf(ans, sizeof ans, " %d", key);
         eval_req *r = &t->reqs[i];
         if ((rc = ig_eval_gen_request(r, tok, ids, L, ans, err)) != IG_OK) break;
-        if (r->n_cont + PASSKEY_SLACK > t->generate)
-            t->generate = r->n_cont + PASSKEY_SLACK;
+        if (r->n_cont + PASSKEY_SLACK > t->generate) t->generate = r->n_cont + PASSKEY_SLACK;
         if (L > t->max_tokens) t->max_tokens = L;
     }
     free(hdr.ids);
