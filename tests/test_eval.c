@@ -657,6 +657,345 @@ static void test_bad_input(void) {
     expect_load_error("copa", dir, 1, "train32.jsonl", "missing");
 }
 
+/* ---- needle in a haystack ---- */
+
+static const char *NIAH_HEADER = "Some special magic numbers are hidden within the following text. "
+                                 "Make sure to memorize it. I will quiz you about the numbers "
+                                 "afterwards.\n";
+
+/* A haystack with multi-byte characters, which the tiny tokenizer (384 tokens, byte-level) splits
+ * over several tokens: spans and needles must not cut them. Returns a malloc'd path. */
+static char *niah_haystack(void) {
+    size_t cap = 64000, len = 0;
+    char *text = malloc(cap);
+    for (int i = 0; i < 160; i++)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "Line %d: the caf\xc3\xa9 on street %d serves na\xc3\xafve tea "
+                                "\xe2\x80\x94 \xe6\x9d\xb1\xe4\xba\xac %d; birds sing.\n",
+                                i, 3 * i + 1, i * i);
+    char *path = strdup(write_tmp("niah", "hay.txt", text));
+    free(text);
+    return path;
+}
+
+static ig_eval_task *niah(const char *task, const char *hay, const int *lengths, int n_lengths,
+                          const double *depths, int n_depths, int seeds, uint64_t seed,
+                          ig_error *err) {
+    ig_eval_task_opts o = {.name = task,
+                           .seed = seed,
+                           .passkey_depths = depths,
+                           .passkey_n_depths = n_depths,
+                           .passkey_seeds = seeds,
+                           .niah_lengths = lengths,
+                           .niah_n_lengths = n_lengths,
+                           .haystack = hay};
+    ig_eval_task *t = NULL;
+    if (ig_eval_task_load(&o, ig_model_tokenizer(g_llama), &t, err) != IG_OK) return NULL;
+    return t;
+}
+
+static int32_t *encode(const char *s, size_t *n) {
+    int32_t *ids = NULL;
+    *n = 0;
+    CU_ASSERT_EQUAL(
+        ig_tokenizer_encode(ig_model_tokenizer(g_llama), s, strlen(s), 0, &ids, n, NULL), IG_OK);
+    return ids;
+}
+
+static int valid_utf8(const char *s) {
+    unsigned cp;
+    for (size_t l; *s; s += l)
+        if (!(l = ig_utf8_seq((const unsigned char *)s, &cp))) return 0;
+    return 1;
+}
+
+/* Every prompt of the three tasks: exactly L tokens = header + haystack span + needles +
+ * question; each needle's own tokens at its position; needle 0 at round(D x span) haystack tokens
+ * (a few more where a character starts later); the haystack tokens, needles removed, are one
+ * contiguous span of the file's tokens; the keys and values the task defines. */
+static void test_niah_prompts(void) {
+    char *hay = niah_haystack();
+    size_t n_file = 0, n_hdr = 0;
+    char *text = ig_test_slurp(hay, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    int32_t *file = encode(text, &n_file), *hdr = encode(NIAH_HEADER, &n_hdr);
+    free(text);
+    static const char *tasks[3] = {"niah_single", "niah_multikey", "niah_multivalue"};
+    const int lengths[2] = {640, 900};
+    const double depths[4] = {0, 0.3, 0.5, 1};
+    for (int k = 0; k < 3; k++) {
+        ig_error err;
+        ig_eval_task *t = niah(tasks[k], hay, lengths, 2, depths, 4, 3, 7, &err);
+        ig_eval_task *b = niah(tasks[k], hay, lengths, 2, depths, 4, 3, 7, &err);
+        ig_eval_task *c = niah(tasks[k], hay, lengths, 2, depths, 4, 3, 8, &err);
+        if (!t || !b || !c) fprintf(stderr, "\n    %s: %s\n", tasks[k], err.msg);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_EQUAL(ig_eval_task_n_items(t), 2 * 4 * 3);
+        CU_ASSERT_PTR_NULL(ig_eval_niah_info(t, 24));
+        int other_seed_differs = 0, offsets_differ = 0;
+        for (int i = 0; i < 24; i++) {
+            const ig_eval_niah_item *ni = ig_eval_niah_info(t, i);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(ni);
+            int L = lengths[i / 12];
+            CU_ASSERT_EQUAL(ni->length, L);
+            CU_ASSERT_EQUAL(ni->depth, depths[(i / 3) % 4]);
+            CU_ASSERT_EQUAL(ni->seed_index, i % 3);
+            int n;
+            const int32_t *ids = ig_eval_task_context_ids(t, i, 0, &n);
+            CU_ASSERT_EQUAL(n, L); /* exactly L tokens */
+            const char *ctx = ig_eval_task_context(t, i, 0);
+            /* No multi-byte character was cut (decoding would make it U+FFFD). */
+            CU_ASSERT_TRUE(valid_utf8(ctx));
+            CU_ASSERT_PTR_NULL(strstr(ctx, "\xef\xbf\xbd"));
+            ASSERT_STR(ctx, ig_eval_task_context(b, i, 0)); /* deterministic */
+            const ig_eval_niah_item *nc = ig_eval_niah_info(c, i);
+            other_seed_differs |= strcmp(nc->needles[0].key, ni->needles[0].key) ||
+                                  nc->needles[0].value != ni->needles[0].value;
+            /* the same seed index: the same needles at every length and depth */
+            const ig_eval_niah_item *n0 = ig_eval_niah_info(t, i % 3);
+            ASSERT_STR(ni->needles[0].key, n0->needles[0].key);
+            CU_ASSERT_EQUAL(ni->needles[0].value, n0->needles[0].value);
+            if (i % 3) offsets_differ |= ni->hay_offset != ig_eval_niah_info(t, i - 1)->hay_offset;
+            /* needles by task */
+            CU_ASSERT_EQUAL(ni->n_needles, k == 0 ? 1 : 4);
+            int needle_tokens = 0;
+            for (int j = 0; j < ni->n_needles; j++) {
+                const ig_eval_needle *nd = &ni->needles[j];
+                CU_ASSERT(nd->value >= 1000000 && nd->value <= 9999999);
+                CU_ASSERT_EQUAL(nd->asked, j == 0 || k == 2);
+                for (int m = 0; m < j; m++) {
+                    CU_ASSERT_NOT_EQUAL(nd->value, ni->needles[m].value);
+                    if (k == 1) CU_ASSERT_STRING_NOT_EQUAL(nd->key, ni->needles[m].key);
+                    if (k == 2) CU_ASSERT_STRING_EQUAL(nd->key, ni->needles[m].key);
+                }
+                CU_ASSERT_PTR_NOT_NULL(strchr(nd->key, '-'));
+                char nt[160];
+                snprintf(nt, sizeof nt, " One of the special magic numbers for %s is: %d.", nd->key,
+                         nd->value);
+                CU_ASSERT_PTR_NOT_NULL(strstr(ctx, nt));
+                size_t nn = 0;
+                int32_t *want = encode(nt, &nn);
+                CU_ASSERT_EQUAL(nd->n_tokens, (int)nn);
+                CU_ASSERT(nd->pos >= (int)n_hdr && nd->pos + (int)nn <= n &&
+                          !memcmp(ids + nd->pos, want, nn * sizeof *want));
+                free(want);
+                needle_tokens += nd->n_tokens;
+            }
+            CU_ASSERT_EQUAL(ni->header_tokens, (int)n_hdr);
+            CU_ASSERT(!memcmp(ids, hdr, n_hdr * sizeof *hdr));
+            CU_ASSERT_EQUAL(L, ni->header_tokens + ni->hay_tokens + needle_tokens +
+                                   ni->question_tokens);
+            /* the question asks for needle 0's key */
+            char q[400];
+            snprintf(q, sizeof q,
+                     k == 2 ? "\nWhat are all the special magic numbers for %s mentioned in the "
+                              "provided text? The special magic numbers for %s mentioned in the "
+                              "provided text are"
+                            : "\nWhat is the special magic number for %s mentioned in the "
+                              "provided text? The special magic number for %s mentioned in the "
+                              "provided text is",
+                     ni->needles[0].key, ni->needles[0].key);
+            size_t nq = 0;
+            int32_t *qt = encode(q, &nq);
+            CU_ASSERT_EQUAL(ni->question_tokens, (int)nq);
+            CU_ASSERT(!memcmp(ids + L - nq, qt, nq * sizeof *qt));
+            free(qt);
+            /* Removing header, needles and question leaves file tokens [offset, offset + span). */
+            int32_t *rest = malloc((size_t)L * sizeof *rest);
+            int nr = 0;
+            for (int p = (int)n_hdr; p < L - (int)nq; p++) {
+                int in_needle = 0;
+                for (int j = 0; j < ni->n_needles; j++)
+                    in_needle |=
+                        p >= ni->needles[j].pos && p < ni->needles[j].pos + ni->needles[j].n_tokens;
+                if (!in_needle) rest[nr++] = ids[p];
+            }
+            CU_ASSERT_EQUAL(nr, ni->hay_tokens);
+            CU_ASSERT(ni->hay_offset >= 0 && ni->hay_offset + ni->hay_tokens <= (int)n_file);
+            CU_ASSERT(!memcmp(rest, file + ni->hay_offset, (size_t)nr * sizeof *rest));
+            free(rest);
+            /* needle 0's depth: the haystack tokens before it */
+            int before = ni->needles[0].pos - (int)n_hdr;
+            for (int j = 1; j < ni->n_needles; j++)
+                if (ni->needles[j].pos < ni->needles[0].pos) before -= ni->needles[j].n_tokens;
+            int want = (int)(ni->depth * ni->hay_tokens + 0.5);
+            if (before < want || before > want + 3)
+                fprintf(stderr, "\n    %s item %d: needle after %d haystack tokens, want %d\n",
+                        tasks[k], i, before, want);
+            CU_ASSERT(before >= want && before <= want + 3);
+            /* the answer */
+            const char *cont = ig_eval_task_continuation(t, i, 0);
+            for (int j = 0; j < ni->n_needles; j++) {
+                char v[16];
+                snprintf(v, sizeof v, "%d", ni->needles[j].value);
+                CU_ASSERT_EQUAL(strstr(cont, v) != NULL, ni->needles[j].asked);
+            }
+            CU_ASSERT_EQUAL(ig_eval_task_n_requests(t, i), 1);
+        }
+        CU_ASSERT_TRUE(other_seed_differs);
+        CU_ASSERT_TRUE(offsets_differ);
+        ig_eval_task_free(t);
+        ig_eval_task_free(b);
+        ig_eval_task_free(c);
+    }
+    /* the passkey task is not a niah task */
+    const double half = 0.5;
+    ig_eval_task *p = passkey(300, &half, 1, 1, 1);
+    CU_ASSERT_PTR_NOT_NULL(p);
+    if (p) CU_ASSERT_PTR_NULL(ig_eval_niah_info(p, 0));
+    ig_eval_task_free(p);
+    CU_ASSERT_TRUE(ig_eval_task_is_niah("niah_multikey"));
+    CU_ASSERT_FALSE(ig_eval_task_is_niah("passkey"));
+    CU_ASSERT_TRUE(ig_eval_task_is_generated("passkey"));
+    CU_ASSERT_STRING_EQUAL(ig_eval_task_files("niah_single"), "");
+    free(file);
+    free(hdr);
+    free(hay);
+}
+
+/* Answer matching by hand: exact match of the first digit run; RULER's fraction of values. */
+static void test_niah_scoring(void) {
+    const int v[4] = {1234567, 2345678, 3456789, 4567890};
+    IG_ASSERT_NEAR(ig_eval_niah_score(" 1234567, 9999999 and 3456789.", v, 4), 0.5, 1e-12);
+    IG_ASSERT_NEAR(ig_eval_niah_score(" 4567890, 3456789, 2345678, 1234567", v, 4), 1, 1e-12);
+    IG_ASSERT_NEAR(ig_eval_niah_score(" 2345678 2345678", v, 4), 0.25, 1e-12);
+    IG_ASSERT_NEAR(ig_eval_niah_score(" none", v, 4), 0, 1e-12);
+    IG_ASSERT_NEAR(ig_eval_niah_score("", v, 4), 0, 1e-12);
+    CU_ASSERT_TRUE(ig_eval_digits_match(" 1234567.", 1234567, 7));
+    CU_ASSERT_TRUE(ig_eval_digits_match(": 1234567, and 5", 1234567, 7));
+    CU_ASSERT_FALSE(ig_eval_digits_match(" 12345678", 1234567, 7));        /* a longer number */
+    CU_ASSERT_FALSE(ig_eval_digits_match(" 2345678 1234567", 1234567, 7)); /* the first run */
+    CU_ASSERT_FALSE(ig_eval_digits_match(" no digits", 1234567, 7));
+    CU_ASSERT_TRUE(ig_eval_digits_match("key 01234", 1234, 5)); /* leading zero: 5 digits */
+}
+
+/* Greedy generation on the tiny model: per-item scores, acc the mean of them, acc_all (multivalue)
+ * the all-found rate, and the depth x length grid the per-cell means. */
+static void test_niah_run(void) {
+    char *hay = niah_haystack();
+    const int lengths[2] = {560, 620};
+    const double depths[2] = {0.2, 0.8};
+    static const char *tasks[2] = {"niah_multivalue", "niah_single"};
+    for (int k = 0; k < 2; k++) {
+        ig_error err;
+        ig_eval_task *t = niah(tasks[k], hay, lengths, 2, depths, 2, 2, 3, &err);
+        if (!t) fprintf(stderr, "\n    %s\n", err.msg);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        ig_eval_result res;
+        run_cfg rc = {.batch = 3};
+        CU_ASSERT_EQUAL_FATAL(run_task(t, &rc, &res, NULL), 0);
+        CU_ASSERT_EQUAL(res.n, 8);
+        CU_ASSERT_EQUAL(res.has_acc_all, k == 0);
+        CU_ASSERT_EQUAL(res.n_grid, 4);
+        double sum = 0, all = 0;
+        for (int i = 0; i < 8; i++) {
+            double sc = res.item_score[i];
+            CU_ASSERT(sc >= 0 && sc <= 1);
+            if (k == 0) { /* quarters */
+                CU_ASSERT(fabs(sc * 4 - round(sc * 4)) < 1e-12);
+            } else {
+                CU_ASSERT(sc == 0 || sc == 1);
+            }
+            CU_ASSERT_EQUAL(res.item_correct[i], sc == 1);
+            sum += sc;
+            all += res.item_correct[i];
+        }
+        IG_ASSERT_NEAR(res.acc, sum / 8, 1e-12);
+        if (k == 0) IG_ASSERT_NEAR(res.acc_all, all / 8, 1e-12);
+        for (int c = 0; c < 4; c++) {
+            CU_ASSERT_EQUAL(res.grid[c].length, lengths[c / 2]);
+            CU_ASSERT_EQUAL(res.grid[c].depth, depths[c % 2]);
+            CU_ASSERT_EQUAL(res.grid[c].n, 2);
+            double m = (res.item_score[2 * c] + res.item_score[2 * c + 1]) / 2;
+            IG_ASSERT_NEAR(res.grid[c].acc, m, 1e-12);
+        }
+        /* one generated answer per item: the last context token's step + (generated - 1) */
+        int gen = ig_eval_task_max_tokens(t) - 620;
+        CU_ASSERT(gen > 0);
+        CU_ASSERT_EQUAL(res.decode_tokens, 8 * gen);
+        CU_ASSERT_EQUAL(res.prompt_tokens, 4 * 559 + 4 * 619);
+        ig_eval_result_free(&res);
+        ig_eval_task_free(t);
+    }
+    free(hay);
+}
+
+static void expect_niah_error(const char *hay, int length, int max_len, const char *n1,
+                              const char *n2) {
+    ig_eval_task_opts o = {.name = "niah_single",
+                           .passkey_length = length,
+                           .passkey_seeds = 2,
+                           .max_len = max_len,
+                           .haystack = hay};
+    ig_eval_task *t = NULL;
+    ig_error err;
+    ig_error_clear(&err);
+    ig_status rc = ig_eval_task_load(&o, ig_model_tokenizer(g_llama), &t, &err);
+    CU_ASSERT(rc != IG_OK);
+    CU_ASSERT_PTR_NULL(t);
+    if (rc == IG_OK || !strstr(err.msg, n1) || (n2 && !strstr(err.msg, n2)))
+        fprintf(stderr, "\n    niah: \"%s\" lacks \"%s\" / \"%s\"\n", err.msg, n1, n2 ? n2 : "");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, n1));
+    if (n2) CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, n2));
+    ig_eval_task_free(t);
+}
+
+/* Hostile haystacks and lengths: each refused with the file (or the option) named. */
+static void test_niah_bad_input(void) {
+    char *shortf = strdup(write_tmp("niah_bad", "short.txt", "Just a few words of text.\n"));
+    char *empty = strdup(write_tmp("niah_bad", "empty.txt", ""));
+    char *bin = strdup(write_tmp("niah_bad", "latin1.txt", "caf\xe9 au lait\n"));
+    char *hay = niah_haystack();
+    expect_niah_error(shortf, 400, 0, shortf, "too short for --length 400");
+    expect_niah_error(empty, 400, 0, empty, "empty");
+    expect_niah_error(bin, 400, 0, bin, "not UTF-8");
+    expect_niah_error(NULL, 400, 0, "--haystack", NULL);
+    expect_niah_error("/nonexistent/hay.txt", 400, 0, "/nonexistent/hay.txt", NULL);
+    expect_niah_error(ig_test_tmpdir(), 400, 0, "folder", NULL);
+    expect_niah_error(hay, 40, 0, "length 40 is too short", NULL);
+    expect_niah_error(hay, 400, 128, "context length 128", NULL);
+    const double bad = 1.5;
+    ig_eval_task_opts o = {.name = "niah_multikey",
+                           .passkey_length = 400,
+                           .passkey_depths = &bad,
+                           .passkey_n_depths = 1,
+                           .haystack = hay};
+    ig_eval_task *t = NULL;
+    ig_error err;
+    CU_ASSERT_EQUAL(ig_eval_task_load(&o, ig_model_tokenizer(g_llama), &t, &err),
+                    IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "depth 1.5"));
+    /* the command: exit 2 and one line naming the file or the option */
+    ig_test_run *r = malloc(sizeof *r);
+    char env[4400], args[9000];
+    snprintf(env, sizeof env, "IGEN_MODEL='%s'", ig_test_fixture("tiny_llama"));
+    snprintf(args, sizeof args, "eval --task niah_single --haystack '%s' --length 100", empty);
+    ig_test_igen(r, env, args);
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, empty));
+    snprintf(args, sizeof args, "eval --task niah_multivalue --haystack '%s' --length 100", bin);
+    ig_test_igen(r, env, args);
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "not UTF-8"));
+    snprintf(args, sizeof args, "eval --task niah_single --haystack '%s' --length 100,4096", hay);
+    ig_test_igen(r, env, args);
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "context length 128"));
+    ig_test_igen(r, env, "eval --task passkey --length 100,200");
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "passkey takes one length"));
+    ig_test_igen(r, env, "eval --task niah_single --length 100,x");
+    CU_ASSERT_EQUAL(r->status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "--length"));
+    free(r);
+    free(shortf);
+    free(empty);
+    free(bin);
+    free(hay);
+}
+
 /* ---- the command ---- */
 
 static int json_num(json_object *o, const char *k, double *v) {
@@ -775,6 +1114,54 @@ static void test_default_model(void) {
     free(r);
 }
 
+/* The default model on WikiText-2: niah_multikey's JSON with its grid, the command documented in
+ * docs/eval.md at a small size. */
+static void test_niah_default_model(void) {
+    const char *model = ig_test_default_model();
+    const char *hay0 = ig_test_shared("wikitext-2-raw/wiki.test.raw");
+    if (!model || !hay0) {
+        ig_test_skip("the default model or ../shared/data/wikitext-2-raw is not installed");
+        return;
+    }
+    char *hay = strdup(hay0);
+    ig_test_run *r = malloc(sizeof *r);
+    char env[4400], args[9000];
+    snprintf(env, sizeof env, "IGEN_MODEL='%s' OMP_WAIT_POLICY=passive", model);
+    snprintf(args, sizeof args,
+             "eval --task niah_multikey --haystack '%s' --length 256,320 --depth 0.2,0.8 --seeds 1 "
+             "--json --quiet",
+             hay);
+    ig_test_igen(r, env, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n    %s\n", r->err);
+    json_object *o = json_tokener_parse(r->out), *grid = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    double n = 0, acc = -1;
+    json_num(o, "n", &n);
+    json_num(o, "acc", &acc);
+    CU_ASSERT_EQUAL(n, 4);
+    CU_ASSERT(acc >= 0 && acc <= 1);
+    CU_ASSERT_FATAL(json_object_object_get_ex(o, "grid", &grid));
+    CU_ASSERT_EQUAL_FATAL(json_object_array_length(grid), 4);
+    double sum = 0;
+    for (int c = 0; c < 4; c++) {
+        json_object *cell = json_object_array_get_idx(grid, (size_t)c);
+        double l = 0, d = -1, cn = 0, ca = -1;
+        CU_ASSERT_EQUAL(json_num(cell, "length", &l), 0);
+        CU_ASSERT_EQUAL(json_num(cell, "depth", &d), 0);
+        CU_ASSERT_EQUAL(json_num(cell, "n", &cn), 0);
+        CU_ASSERT_EQUAL(json_num(cell, "acc", &ca), 0);
+        CU_ASSERT_EQUAL(l, c < 2 ? 256 : 320);
+        IG_ASSERT_NEAR(d, c % 2 ? 0.8 : 0.2, 1e-12);
+        CU_ASSERT_EQUAL(cn, 1);
+        sum += ca;
+    }
+    IG_ASSERT_NEAR(acc, sum / 4, 1e-12);
+    json_object_put(o);
+    free(r);
+    free(hay);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("eval", suite_init, suite_clean);
     CU_add_test(s, "copa_prompts", test_copa_prompts);
@@ -793,7 +1180,12 @@ void ig_test_register(void) {
     CU_add_test(s, "metrics", test_metrics);
     CU_add_test(s, "passkey", test_passkey);
     CU_add_test(s, "passkey_run", test_passkey_run);
+    CU_add_test(s, "niah_prompts", test_niah_prompts);
+    CU_add_test(s, "niah_scoring", test_niah_scoring);
+    CU_add_test(s, "niah_run", test_niah_run);
+    CU_add_test(s, "niah_bad_input", test_niah_bad_input);
     CU_add_test(s, "bad_input", test_bad_input);
     CU_add_test(s, "cli", test_cli);
     CU_add_test(s, "default_model", test_default_model);
+    CU_add_test(s, "niah_default_model", test_niah_default_model);
 }
