@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/exp/exp.h"
+#include "core/exp/stats.h"
 #include "tests/test_util.h"
 
 static ig_exp *load(const char *fixture, const char *const *sets, int n_sets) {
@@ -252,7 +253,8 @@ static void test_defaults(void) {
     char *canon = ig_exp_canonical_json(ig_exp_point_config(e, 0));
     CU_ASSERT_PTR_NOT_NULL_FATAL(canon);
     const char *want =
-        "{\"backend\":\"cpu\",\"hardware\":null,\"metrics\":[\"throughput\"],\"mode\":\"measured\","
+        "{\"backend\":\"cpu\",\"hardware\":null,\"measure\":{\"baseline\":null,\"noise\":0.1,"
+        "\"repeat\":3,\"warmup\":true},\"metrics\":[\"throughput\"],\"mode\":\"measured\","
         "\"model\":{"
         "\"dtype\":\"f32\",\"path\":\"default\",\"shape\":null},\"name\":\"minimal\",\"output\":"
         "\"results/minimal\",\"placement\":{\"activations\":{\"cpu\":0.0,\"gpu\":100.0},\"disk_"
@@ -521,10 +523,41 @@ static void test_bad_corpus(void) {
     }
 }
 
+/* Repeats' statistics against hand calculations. */
+static void test_stats(void) {
+    ig_stats s;
+    const double a[3] = {14, 10, 12}; /* mean 12, sd 2, t(0.975, 2) = 4.3027 */
+    ig_stats_summarize(a, 3, &s);
+    CU_ASSERT_EQUAL(s.n, 3);
+    CU_ASSERT_DOUBLE_EQUAL(s.median, 12, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(s.min, 10, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(s.max, 14, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(s.mean, 12, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(s.sd, 2, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(s.ci95_lo, 12 - 4.3027 * 2 / sqrt(3.0), 1e-9); /* 7.03167 */
+    CU_ASSERT_DOUBLE_EQUAL(s.ci95_hi, 12 + 4.3027 * 2 / sqrt(3.0), 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(s.spread, 4.0 / 12.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(a[0], 14, 0); /* the input is not reordered */
+    const double b[4] = {3, 1, 2, 4};    /* median 2.5, sd sqrt(5/3), t(0.975, 3) = 3.1824 */
+    ig_stats_summarize(b, 4, &s);
+    CU_ASSERT_DOUBLE_EQUAL(s.median, 2.5, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(s.sd, sqrt(5.0 / 3.0), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(s.ci95_hi - s.mean, 3.1824 * sqrt(5.0 / 3.0) / 2, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(s.spread, 3 / 2.5, 1e-12);
+    const double c[1] = {5};
+    ig_stats_summarize(c, 1, &s);
+    CU_ASSERT(s.median == 5 && s.sd == 0 && s.ci95_lo == 5 && s.ci95_hi == 5 && s.spread == 0);
+    CU_ASSERT_DOUBLE_EQUAL(ig_stats_t975(1), 12.7062, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(ig_stats_t975(30), 2.0423, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(ig_stats_t975(100000), 1.96, 1e-9);
+    CU_ASSERT(isnan(ig_stats_t975(0)));
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("exp", NULL, NULL);
     CU_add_test(s, "sweep_order", test_sweep_order);
     CU_add_test(s, "zip", test_zip);
+    CU_add_test(s, "stats", test_stats);
     CU_add_test(s, "set", test_set);
     CU_add_test(s, "defaults", test_defaults);
     CU_add_test(s, "backend", test_backend);

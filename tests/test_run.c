@@ -522,6 +522,85 @@ static void test_dummy_model(void) {
     free(r);
 }
 
+/* measure: repeats interleaved over the policies, their statistics recomputed here from the
+ * repeats the record keeps, a delay injected into one repeat of one point flags that point as
+ * noisy, and the speedups against the baseline are the per-round ratios. */
+static void test_repeats(void) {
+    char body[8192];
+    snprintf(body, sizeof body,
+             "workload: {batch: 2, prompt_len: 8, gen_len: 4, text: %s}\n"
+             "placement: {kv: {gpu: 0, cpu: 100}}\n"
+             "policies: [full, {name: h2o, params: {heavy_ratio: 0.2}}]\n"
+             "metrics: [throughput]\n"
+             "measure: {repeat: 3, baseline: full, noise: 0.5}\n",
+             g_text);
+    const char *exp = write_exp("repeats", "repeats", body);
+    ig_test_run *r = malloc(sizeof *r);
+    char args[8192];
+    snprintf(args, sizeof args, "run '%s' --no-plot", exp);
+    /* point 1 (h2o), repeat 1 of 0..2: 1 s more decode time than its 4 steps take */
+    ig_test_igen(r, "IGEN_RUN_INJECT_DELAY=1:1:1", args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    /* interleaved: full's and h2o's repeats alternate on the progress lines */
+    const char *a = strstr(r->err, "policy=full (repeat 2/3)");
+    const char *b = strstr(r->err, "(heavy_ratio=0.2) (repeat 1/3)");
+    const char *c = a ? strstr(a, "(heavy_ratio=0.2) (repeat 2/3)") : NULL;
+    CU_ASSERT(a && b && c && b < a);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->err, "(warm-up)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "noisy"));
+    recs rs;
+    load_recs("repeats", &rs);
+    CU_ASSERT_EQUAL_FATAL(rs.n, 2);
+    double dt[2][3] = {{0}};
+    for (int i = 0; i < 2; i++) {
+        json_object *m, *reps, *st, *v;
+        CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[i], "metrics", &m));
+        CU_ASSERT_FATAL(json_object_object_get_ex(m, "repeats", &reps));
+        CU_ASSERT_EQUAL_FATAL(json_object_array_length(reps), 3);
+        double x[3], sum = 0;
+        for (int k = 0; k < 3; k++) {
+            json_object *one = json_object_array_get_idx(reps, (size_t)k);
+            CU_ASSERT_FATAL(json_object_object_get_ex(one, "decode_throughput_tok_s", &v));
+            x[k] = dt[i][k] = json_object_get_double(v);
+            sum += x[k];
+        }
+        /* median, min, max, 95% interval by hand */
+        double lo = fmin(x[0], fmin(x[1], x[2])), hi = fmax(x[0], fmax(x[1], x[2]));
+        double med = x[0] + x[1] + x[2] - lo - hi, mean = sum / 3, ss = 0;
+        for (int k = 0; k < 3; k++) ss += (x[k] - mean) * (x[k] - mean);
+        double half = 4.3027 * sqrt(ss / 2) / sqrt(3.0);
+        CU_ASSERT_DOUBLE_EQUAL(metric(rs.r[i], "decode_throughput_tok_s"), med, 1e-9 * med);
+        CU_ASSERT_FATAL(json_object_object_get_ex(m, "decode_throughput_tok_s_stats", &st));
+        CU_ASSERT(json_object_object_get_ex(st, "min", &v) && json_object_get_double(v) == lo);
+        CU_ASSERT(json_object_object_get_ex(st, "max", &v) && json_object_get_double(v) == hi);
+        CU_ASSERT(json_object_object_get_ex(st, "ci95", &v) &&
+                  fabs(json_object_get_double(json_object_array_get_idx(v, 0)) - (mean - half)) <
+                      1e-9 * mean &&
+                  fabs(json_object_get_double(json_object_array_get_idx(v, 1)) - (mean + half)) <
+                      1e-9 * mean);
+        CU_ASSERT(json_object_object_get_ex(rs.r[i], "machine_state", &v));
+    }
+    /* the delayed repeat is the slowest by far, and the point is noisy */
+    CU_ASSERT(dt[1][1] < 0.5 * dt[1][0] && dt[1][1] < 0.5 * dt[1][2]);
+    json_object *m1, *v;
+    CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[1], "metrics", &m1));
+    CU_ASSERT(json_object_object_get_ex(m1, "noisy", &v) && json_object_get_boolean(v));
+    CU_ASSERT(json_object_object_get_ex(m1, "noisy_metrics", &v) &&
+              strstr(json_object_to_json_string(v), "decode_throughput_tok_s"));
+    /* speedup of h2o against full: the median of the three per-round ratios */
+    json_object *sp, *d, *med;
+    CU_ASSERT_FATAL(json_object_object_get_ex(m1, "speedup", &sp) &&
+                    json_object_object_get_ex(sp, "decode_throughput_tok_s", &d) &&
+                    json_object_object_get_ex(d, "median", &med));
+    double q[3];
+    for (int k = 0; k < 3; k++) q[k] = dt[1][k] / dt[0][k];
+    double qlo = fmin(q[0], fmin(q[1], q[2])), qhi = fmax(q[0], fmax(q[1], q[2]));
+    CU_ASSERT_DOUBLE_EQUAL(json_object_get_double(med), q[0] + q[1] + q[2] - qlo - qhi, 1e-9);
+    free_recs(&rs);
+    free(r);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("run", suite_init, NULL);
     CU_add_test(s, "measured_sweep", test_measured_sweep);
@@ -531,4 +610,5 @@ void ig_test_register(void) {
     CU_add_test(s, "bad_input", test_bad_input);
     CU_add_test(s, "shipped_configs", test_shipped_configs);
     CU_add_test(s, "dummy_model", test_dummy_model);
+    CU_add_test(s, "repeats", test_repeats);
 }

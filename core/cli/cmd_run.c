@@ -73,109 +73,6 @@ enum {
 
 #define MAX_SETS 64
 
-static void iso_now(char *buf, size_t n) {
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-/* The source tree's commit, when igen runs from a checkout ("unknown" otherwise). */
-static const char *git_commit(void) {
-    static char c[64];
-    if (c[0]) return c;
-    snprintf(c, sizeof c, "unknown");
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --short HEAD 2>/dev/null", IG_SOURCE_DIR);
-    FILE *p = popen(cmd, "r");
-    if (p) {
-        char line[64];
-        if (fgets(line, sizeof line, p)) {
-            line[strcspn(line, "\r\n")] = 0;
-            if (line[0]) snprintf(c, sizeof c, "%s", line);
-        }
-        pclose(p);
-    }
-    return c;
-}
-
-static json_object *machine_json(void) {
-    json_object *o = json_object_new_object();
-    char host[256] = "unknown";
-    gethostname(host, sizeof host - 1);
-    json_object_object_add(o, "hostname", json_object_new_string(host));
-    char cpu[256] = "unknown";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f))
-            if (!strncmp(line, "model name", 10)) {
-                char *v = strchr(line, ':');
-                if (v) {
-                    v++;
-                    while (*v == ' ') v++;
-                    v[strcspn(v, "\n")] = 0;
-                    snprintf(cpu, sizeof cpu, "%s", v);
-                }
-                break;
-            }
-        fclose(f);
-    }
-    json_object_object_add(o, "cpu", json_object_new_string(cpu));
-    json_object_object_add(o, "cores", json_object_new_int((int)sysconf(_SC_NPROCESSORS_ONLN)));
-    /* the GPU a CUDA point may run on (probed once; null without one) */
-    static int probed;
-    static char gpu[128];
-    if (!probed) {
-        probed = 1;
-        char why[256];
-        ig_backend_info bi;
-        if (ig_backend_cuda_compiled() && ig_backend_cuda_probe(why, sizeof why, &bi) > 0)
-            snprintf(gpu, sizeof gpu, "%s", bi.device_name);
-    }
-    json_object_object_add(o, "gpu", gpu[0] ? json_object_new_string(gpu) : NULL);
-    return o;
-}
-
-/* Runs point i and returns its record (new reference). */
-static json_object *run_one(const ig_exp *x, int i, int quiet) {
-    ig_exp_point pt;
-    ig_error err;
-    ig_error_clear(&err);
-    json_object *rec = json_object_new_object();
-    char started[64];
-    iso_now(started, sizeof started);
-    json_object_object_add(rec, "experiment", json_object_new_string(ig_exp_name(x)));
-    json_object_object_add(rec, "point", json_object_new_int(i));
-    json_object_object_add(rec, "n_points", json_object_new_int(ig_exp_n_points(x)));
-    char key[17];
-    ig_exp_point_key(x, i, key);
-    json_object_object_add(rec, "key", json_object_new_string(key));
-    json_object_object_add(rec, "label", json_object_new_string(ig_exp_point_label(x, i)));
-    json_object_object_add(rec, "config", json_object_get(ig_exp_point_config(x, i)));
-    json_object *metrics = json_object_new_object();
-    double t0 = ig_time_s();
-    int link_on = 0;
-    ig_status st = ig_exp_point_get(x, i, &pt);
-    if (st == IG_OK) {
-        json_object_object_add(
-            rec, "mode",
-            json_object_new_string(pt.mode == IG_EXP_MODELED ? "modeled" : "measured"));
-        st = ig_run_point(&pt, metrics, &link_on, &err);
-    }
-    (void)quiet;
-    json_object_object_add(rec, "status", json_object_new_string(st == IG_OK ? "ok" : "error"));
-    json_object_object_add(rec, "error", st == IG_OK ? NULL : json_object_new_string(err.msg));
-    json_object_object_add(rec, "igen_version", json_object_new_string(IG_VERSION));
-    json_object_object_add(rec, "git_commit", json_object_new_string(git_commit()));
-    json_object_object_add(rec, "machine", machine_json());
-    json_object_object_add(rec, "started_at", json_object_new_string(started));
-    json_object_object_add(rec, "elapsed_s", json_object_new_double(ig_time_s() - t0));
-    json_object_object_add(rec, "link_model", json_object_new_boolean(link_on));
-    json_object_object_add(rec, "metrics", metrics);
-    return rec;
-}
-
 /* CSV, plots (a missing gnuplot is a warning: the data files are complete without it), summary. */
 static void finish(ig_results *res, int plot, int quiet) {
     ig_error err;
@@ -401,7 +298,9 @@ int ig_cmd_run(int argc, char **argv) {
             rc = 0;
             goto done;
         }
-        json_object *rec = run_one(x, (int)point, quiet);
+        int pi = (int)point;
+        json_object *rec = NULL;
+        ig_run_group(x, &pi, 1, &rec, NULL, NULL);
         json_object *st = NULL;
         json_object_object_get_ex(rec, "status", &st);
         int ok = st && !strcmp(json_object_get_string(st), "ok");
@@ -452,35 +351,77 @@ int ig_cmd_run(int argc, char **argv) {
         fprintf(stderr, "igen run: %s: %d point%s -> %s\n", ig_exp_name(x), i1 - i0,
                 i1 - i0 == 1 ? "" : "s", dir);
     rc = 0;
-    for (int i = i0; i < i1; i++) {
+    /* pending points, then grouped: the same config but for the policy, in index order */
+    int *pend = malloc((size_t)(i1 - i0 + 1) * sizeof *pend), np = 0;
+    char(*gkey)[17] = malloc((size_t)(i1 - i0 + 1) * sizeof *gkey);
+    unsigned char *taken = calloc((size_t)(i1 - i0 + 1), 1);
+    if (!pend || !gkey || !taken) {
+        fprintf(stderr, "igen run: out of memory\n");
+        rc = IG_EXIT_ERROR;
+    }
+    for (int i = i0; rc == 0 && i < i1; i++) {
         char key[17];
         ig_exp_point_key(x, i, key);
         if (!force && ig_results_has(res, key)) {
             if (pg) ig_progress_skip_point(pg, i - i0, ig_exp_point_label(x, i));
             continue;
         }
-        if (pg) ig_progress_point(pg, i - i0, ig_exp_point_label(x, i));
-        double t0 = ig_time_s();
-        json_object *rec = run_one(x, i, quiet);
-        json_object *st = NULL, *e = NULL;
-        json_object_object_get_ex(rec, "status", &st);
-        int ok = st && !strcmp(json_object_get_string(st), "ok");
-        if (!ok) {
-            failed++;
-            json_object_object_get_ex(rec, "error", &e);
-            fprintf(stderr, "%sigen run: point %d (%s) failed: %s\n",
-                    pg && ig_cli_stderr_is_tty() ? "\n" : "", i, ig_exp_point_label(x, i),
-                    e ? json_object_get_string(e) : "?");
+        json_object *c = json_object_get(ig_exp_point_config(x, i)), *cp = NULL;
+        if (json_object_deep_copy(c, &cp, NULL) == 0 && cp) {
+            json_object_object_del(cp, "policy");
+            ig_exp_config_key(cp, gkey[np]);
+        } else {
+            snprintf(gkey[np], sizeof gkey[np], "%016x", i); /* a group of its own */
         }
-        ig_status ast = ig_results_append(res, rec, &err);
-        json_object_put(rec);
-        if (pg) ig_progress_done_point(pg, i - i0, ok ? "ok" : "error", ig_time_s() - t0);
-        if (ast != IG_OK) {
-            ig_cli_error("run", &err);
-            rc = IG_EXIT_ERROR;
-            break;
+        json_object_put(cp);
+        json_object_put(c);
+        pend[np++] = i;
+    }
+    for (int a = 0; rc == 0 && a < np; a++) {
+        if (taken[a]) continue;
+        int grp[1024], gi[1024], gn = 0;
+        for (int b = a; b < np && gn < 1024; b++)
+            if (!taken[b] && !strcmp(gkey[a], gkey[b])) {
+                taken[b] = 1;
+                grp[gn] = pend[b];
+                gi[gn++] = pend[b] - i0;
+            }
+        json_object *recs[1024];
+        double t0 = ig_time_s();
+        ig_run_group(x, grp, gn, recs, pg, gi);
+        for (int k = 0; k < gn; k++) {
+            int i = grp[k];
+            json_object *rec = recs[k], *st = NULL, *e = NULL;
+            json_object_object_get_ex(rec, "status", &st);
+            int ok = st && !strcmp(json_object_get_string(st), "ok");
+            if (!ok) {
+                failed++;
+                json_object_object_get_ex(rec, "error", &e);
+                fprintf(stderr, "%sigen run: point %d (%s) failed: %s\n",
+                        pg && ig_cli_stderr_is_tty() ? "\n" : "", i, ig_exp_point_label(x, i),
+                        e ? json_object_get_string(e) : "?");
+            }
+            ig_status ast = ig_results_append(res, rec, &err);
+            json_object *el = NULL;
+            double el_s = json_object_object_get_ex(rec, "elapsed_s", &el)
+                              ? json_object_get_double(el)
+                              : ig_time_s() - t0;
+            json_object_put(rec);
+            if (pg) {
+                ig_progress_point_quiet(pg, i - i0, ig_exp_point_label(x, i));
+                ig_progress_done_point(pg, i - i0, ok ? "ok" : "error", el_s);
+            }
+            if (ast != IG_OK) {
+                ig_cli_error("run", &err);
+                rc = IG_EXIT_ERROR;
+                for (int q = k + 1; q < gn; q++) json_object_put(recs[q]);
+                break;
+            }
         }
     }
+    free(pend);
+    free(gkey);
+    free(taken);
     if (pg) ig_progress_finish(pg);
     if (rc == 0) {
         finish(res, plot, quiet);

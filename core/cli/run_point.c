@@ -2,6 +2,7 @@
  * the planner and the cost model. Fills the record's "metrics" object; see docs/config.md for the
  * metric names and what each one measures. */
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,6 +233,28 @@ static void offload_setup(const ig_exp_point *pt, ig_cli_offload *off, char *pct
     }
 }
 
+/* For tests of the noise flag only: IGEN_RUN_INJECT_DELAY="POINT:REPEAT:SECONDS" sleeps SECONDS
+ * after repeat REPEAT (0-based, the warm-up is -1) of point POINT and counts them as decode time,
+ * as a decode step that stalled would. */
+static int g_repeat = -1;
+
+void ig_run_set_repeat(int r) {
+    g_repeat = r;
+}
+
+static double injected_delay(const ig_exp_point *pt) {
+    const char *s = getenv("IGEN_RUN_INJECT_DELAY");
+    int p = -1, r = -2;
+    double sec = 0;
+    if (!s || sscanf(s, "%d:%d:%lf", &p, &r, &sec) != 3 || p != pt->index || r != g_repeat ||
+        !(sec > 0 && sec < 3600))
+        return 0;
+    struct timespec ts = {(time_t)sec, (long)((sec - (double)(time_t)sec) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    return sec;
+}
+
 /* Throughput, traffic and recall: batch prompts of prompt_len tokens prefilled one sequence per
  * call, then gen_len greedy decode steps of the whole batch (igen bench-decode's procedure). */
 static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object *mx, int *link_on,
@@ -287,6 +310,7 @@ static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object
     st = ig_cli_measure_decode(e, off.ws, prompt, B, P, G, 0, NULL, &dm, err);
     if (st != IG_OK) goto out;
     double prefill_s = dm.prefill_s, decode_s = dm.decode_s;
+    decode_s += injected_delay(pt);
     ig_engine_stats es = dm.es;
     ig_kv_stats kv = dm.kv;
     ig_wstream_stats ws = dm.ws;
@@ -500,6 +524,25 @@ out:
     ig_plan_free(plan);
     free(hw);
     return st;
+}
+
+ig_status ig_run_point_timed(const ig_exp_point *pt, json_object *metrics, int *link_on,
+                             ig_error *err) {
+    ig_error_clear(err);
+    *link_on = 0;
+    if (pt->mode == IG_EXP_MODELED) return modeled(pt, metrics, err);
+    if (!(pt->metric_throughput || pt->metric_bytes || pt->metric_recall)) return IG_OK;
+    ig_model *m = model_get(pt, err);
+    if (!m) return err->code;
+    return measure_decode(pt, m, metrics, link_on, err);
+}
+
+ig_status ig_run_point_ppl(const ig_exp_point *pt, json_object *metrics, ig_error *err) {
+    ig_error_clear(err);
+    if (pt->mode == IG_EXP_MODELED || !pt->metric_ppl) return IG_OK;
+    ig_model *m = model_get(pt, err);
+    if (!m) return err->code;
+    return measure_ppl(pt, m, metrics, err);
 }
 
 ig_status ig_run_point(const ig_exp_point *pt, json_object *metrics, int *link_on, ig_error *err) {

@@ -466,6 +466,10 @@ ig_status ig_exp_point_get(const ig_exp *e, int i, ig_exp_point *out) {
     out->metric_ppl = (e->metrics & 2u) != 0;
     out->metric_recall = (e->metrics & 4u) != 0;
     out->metric_bytes = (e->metrics & 8u) != 0;
+    out->repeat = jint(c, "measure", "repeat", NULL);
+    out->warmup = json_object_get_boolean(jget(c, "measure", "warmup", NULL));
+    out->noise = jnum(c, "measure", "noise", NULL);
+    out->baseline = jstr(c, "measure", "baseline", NULL);
     return IG_OK;
 }
 

@@ -60,6 +60,11 @@ typedef struct ig_exp_point {
     const char *const *settings; /* "key=value" for ig_policy_params_parse */
     int n_settings;
     int metric_throughput, metric_ppl, metric_recall, metric_bytes; /* 0 / 1 */
+    /* measure: timed repetitions of a measured point (after an untimed warm-up), the relative
+     * spread above which it is marked noisy, and the policy speedups are computed against */
+    int repeat, warmup;
+    double noise;
+    const char *baseline; /* or NULL */
 } ig_exp_point;
 
 /* Loads, overrides (sets[0 .. n_sets-1], each "key.path=VALUE", VALUE a YAML flow scalar or

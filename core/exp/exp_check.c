@@ -67,6 +67,13 @@ static const exp_field k_model[] = {
     {"dtype", F_ENUM, "f32", 0, 0, 0, CK_NONE, k_dtypes, NULL},
     {NULL, 0, NULL, 0, 0, 0, CK_NONE, NULL, NULL},
 };
+static const exp_field k_measure[] = {
+    {"repeat", F_INT, "3", 1, 1000, FL_NOSWEEP, CK_NONE, NULL, NULL},
+    {"warmup", F_BOOL, "true", 0, 0, FL_NOSWEEP, CK_NONE, NULL, NULL},
+    {"noise", F_NUM, "0.1", 0, 100, FL_NOSWEEP, CK_NONE, NULL, NULL},
+    {"baseline", F_STR, NULL, 0, 0, FL_NOSWEEP, CK_NONE, NULL, NULL},
+    {NULL, 0, NULL, 0, 0, 0, CK_NONE, NULL, NULL},
+};
 const exp_field exp_schema_top[] = {
     {"name", F_STR, NULL, 0, 0, FL_NOSWEEP, CK_NAME, NULL, NULL},
     {"mode", F_ENUM, "measured", 0, 0, FL_NOSWEEP, CK_NONE, k_modes, NULL},
@@ -78,6 +85,7 @@ const exp_field exp_schema_top[] = {
     {"workload", F_MAP, NULL, 0, 0, 0, CK_NONE, NULL, k_workload},
     {"policies", F_POLICIES, NULL, 0, 0, 0, CK_NONE, NULL, NULL},
     {"metrics", F_METRICS, NULL, 0, 0, 0, CK_NONE, exp_metric_names, NULL},
+    {"measure", F_MAP, NULL, 0, 0, FL_NOSWEEP, CK_NONE, NULL, k_measure},
     {"output", F_STR, NULL, 0, 0, FL_NOSWEEP, CK_NONE, NULL, NULL},
     {"sweep", F_SWEEP, NULL, 0, 0, 0, CK_NONE, NULL, NULL},
     {NULL, 0, NULL, 0, 0, 0, CK_NONE, NULL, NULL},

@@ -30,6 +30,8 @@ typedef struct pt {
     long seq, batch;    /* -1 if absent */
     double tp, ppl, kv; /* NAN if absent */
     double dtp;         /* metrics.decode_throughput_tok_s, NAN if absent */
+    double tp_lo, tp_hi, dtp_lo, dtp_hi; /* min and max over the repeats (the value if none) */
+    int tp_noisy, dtp_noisy;             /* metrics.noisy_metrics names it */
     int has_bd;
     double bd[5];
 } pt;
@@ -195,6 +197,19 @@ static ig_status gather(plotter *p, const ig_results *r, ig_error *err) {
         q->batch = int_at(rec, "config.workload.batch");
         q->tp = num_at(rec, "metrics.throughput_tok_s");
         q->dtp = num_at(rec, "metrics.decode_throughput_tok_s");
+        q->tp_lo = num_at(rec, "metrics.throughput_tok_s_stats.min");
+        q->tp_hi = num_at(rec, "metrics.throughput_tok_s_stats.max");
+        q->dtp_lo = num_at(rec, "metrics.decode_throughput_tok_s_stats.min");
+        q->dtp_hi = num_at(rec, "metrics.decode_throughput_tok_s_stats.max");
+        if (isnan(q->tp_lo) || isnan(q->tp_hi)) q->tp_lo = q->tp_hi = q->tp;
+        if (isnan(q->dtp_lo) || isnan(q->dtp_hi)) q->dtp_lo = q->dtp_hi = q->dtp;
+        json_object *nm = get_path(rec, "metrics.noisy_metrics");
+        for (size_t k = 0;
+             json_object_is_type(nm, json_type_array) && k < json_object_array_length(nm); k++) {
+            const char *m = json_object_get_string(json_object_array_get_idx(nm, k));
+            if (m && !strcmp(m, "throughput_tok_s")) q->tp_noisy = 1;
+            if (m && !strcmp(m, "decode_throughput_tok_s")) q->dtp_noisy = 1;
+        }
         q->ppl = num_at(rec, "metrics.ppl");
         /* the perplexity run's own read fraction where recorded (the throughput run's otherwise) */
         q->kv = num_at(rec, "metrics.ppl_read_fraction");
@@ -423,6 +438,22 @@ static int distinct(const plotter *p, long *out, int (*keep)(const pt *), int wh
     return n;
 }
 
+/* The throughput fields and the decode-throughput fields trade places (the decode plot). */
+static void swap_tp(pt *q) {
+    double t = q->tp;
+    q->tp = q->dtp;
+    q->dtp = t;
+    t = q->tp_lo;
+    q->tp_lo = q->dtp_lo;
+    q->dtp_lo = t;
+    t = q->tp_hi;
+    q->tp_hi = q->dtp_hi;
+    q->dtp_hi = t;
+    int k = q->tp_noisy;
+    q->tp_noisy = q->dtp_noisy;
+    q->dtp_noisy = k;
+}
+
 static int has_tp(const pt *q) {
     return !isnan(q->tp) && q->seq >= 0;
 }
@@ -468,6 +499,7 @@ static void tp_panel(const plotter *p, long batch, const long *seqs, int n_seqs,
                      ig_exp_buf *data, ig_exp_buf *body, int *index) {
     tp_ctx c = {batch};
     json_object *series = series_of(p, keep_tp, &c, 0);
+    int any_noisy = 0;
     if (!series) {
         body->oom = 1;
         return;
@@ -477,7 +509,9 @@ static void tp_panel(const plotter *p, long batch, const long *seqs, int n_seqs,
     else
         ig_exp_buf_printf(body, "set title '%s'\n", p->tp_title);
     ig_exp_buf_puts(body, "set xlabel 'sequence length (prompt + generated tokens)'\n"
-                          "set ylabel 'tokens/s'\nset key top right\nset grid\nset yrange [0:*]\n"
+                          "set offsets graph 0.04, graph 0.04, 0, 0\n"
+                          "set ylabel 'tokens/s (median; bars: min-max of the repeats)'\nset key "
+                          "top right\nset grid\nset yrange [0:*]\n"
                           "set xtics (");
     for (int k = 0; k < n_seqs; k++) ig_exp_buf_printf(body, "%s%ld", k ? ", " : "", seqs[k]);
     ig_exp_buf_puts(body, ")\nplot ");
@@ -492,13 +526,24 @@ static void tp_panel(const plotter *p, long batch, const long *seqs, int n_seqs,
                 if (keep_tp(&p->pts[i], &c) && p->pts[i].seq == seqs[k] &&
                     !strcmp(p->pts[i].series, name))
                     hit = &p->pts[i];
-            if (hit) ig_exp_buf_printf(data, "%ld\t%.9g\n", seqs[k], hit->tp);
+            if (hit) {
+                ig_exp_buf_printf(data, "%ld\t%.9g\t%.9g\t%.9g\t%d\n", seqs[k], hit->tp, hit->tp_lo,
+                                  hit->tp_hi, hit->tp_noisy);
+                any_noisy |= hit->tp_noisy;
+            }
         }
         ig_exp_buf_puts(data, "\n\n");
-        ig_exp_buf_printf(body, "%s'%s.dat' index %d using 1:2 with linespoints lw 2 title ",
-                          s ? ", \\\n     " : "", "DATNAME", (*index)++);
+        ig_exp_buf_printf(body, "%s'%s.dat' index %d using 1:2:3:4 with yerrorlines lw 2 title ",
+                          s ? ", \\\n     " : "", "DATNAME", *index);
         gp_quote(body, name);
+        ig_exp_buf_printf(body,
+                          ", \\\n     '%s.dat' index %d using 1:($5 > 0 ? $2 : 1/0) with points "
+                          "pt 6 ps 2.6 lc rgb 'red' notitle",
+                          "DATNAME", (*index)++);
     }
+    if (any_noisy)
+        ig_exp_buf_puts(body, ", \\\n     NaN with points pt 6 ps 2.6 lc rgb 'red' title "
+                              "'noisy (spread over the repeats above measure.noise)'");
     ig_exp_buf_puts(body, "\n");
     json_object_put(series);
 }
@@ -885,17 +930,13 @@ ig_status ig_plot_results_ex(const char *dir, FILE *log, int *n_written, ig_erro
     for (int i = 0; i < p.n; i++) any_dtp |= !isnan(p.pts[i].dtp);
     if (rc == IG_OK && any_dtp) { /* the decode phase alone (prefill excluded) */
         for (int i = 0; i < p.n; i++) {
-            double t = p.pts[i].tp;
-            p.pts[i].tp = p.pts[i].dtp;
-            p.pts[i].dtp = t;
+            swap_tp(&p.pts[i]);
         }
         p.tp_stem = "decode_throughput";
         p.tp_title = "decode throughput";
         rc = plot_throughput(&p, err);
         for (int i = 0; i < p.n; i++) {
-            double t = p.pts[i].tp;
-            p.pts[i].tp = p.pts[i].dtp;
-            p.pts[i].dtp = t;
+            swap_tp(&p.pts[i]);
         }
         p.tp_stem = p.tp_title = "throughput";
     }

@@ -86,6 +86,8 @@ ig_progress *ig_progress_start_ex(int n_points, FILE *f, int tty, ig_progress_cl
                                   void *clock_ctx);
 /* Point i (0-based) starts. */
 void ig_progress_point(ig_progress *p, int i, const char *label);
+/* Makes point i the current one (its label for the done line) without printing a start line. */
+void ig_progress_point_quiet(ig_progress *p, int i, const char *label);
 /* Point i was already done (resume): counted, not timed. */
 void ig_progress_skip_point(ig_progress *p, int i, const char *label);
 /* Redraws the terminal line (the current point's elapsed time), at most twice a second; nothing

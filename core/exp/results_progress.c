@@ -124,6 +124,13 @@ void ig_progress_point(ig_progress *p, int i, const char *label) {
     }
 }
 
+void ig_progress_point_quiet(ig_progress *p, int i, const char *label) {
+    if (!p) return;
+    free(p->cur_label);
+    p->cur_label = strdup(label ? label : "");
+    p->cur = i;
+}
+
 void ig_progress_skip_point(ig_progress *p, int i, const char *label) {
     if (!p) return;
     p->n_skipped++;

@@ -250,19 +250,29 @@ static int is_number(json_object *v) {
     return json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int);
 }
 
+enum { COL_PLAIN = 0, COL_CI, COL_NOISY, COL_SPEEDUP };
+
 typedef struct sum_col {
     const char *title;
     const char *metric; /* NULL: elapsed_s at the top level */
     const char *fmt;
     double scale;
+    int kind; /* COL_CI: the metric's <metric>_stats.ci95 as "lo-hi"; COL_NOISY: "noisy" when
+                 metrics.noisy; COL_SPEEDUP: metrics.speedup.<metric>.median and its interval */
 } sum_col;
 
+/* decode throughput is the headline of a policy comparison; FlexGen's prefill-included throughput
+ * follows it */
 static const sum_col metric_cols[] = {
-    {"tok/s", "throughput_tok_s", "%.2f", 1},
-    {"ppl", "ppl", "%.3f", 1},
-    {"kv_read", "kv_read_fraction", "%.3f", 1},
-    {"h2d MB", "h2d_bytes", "%.1f", 1e-6},
-    {"elapsed s", NULL, "%.1f", 1},
+    {"decode tok/s", "decode_throughput_tok_s", "%.2f", 1, COL_PLAIN},
+    {"95% CI", "decode_throughput_tok_s", "%.2f", 1, COL_CI},
+    {"", "noisy", "", 1, COL_NOISY},
+    {"speedup", "decode_throughput_tok_s", "%.2f", 1, COL_SPEEDUP},
+    {"tok/s", "throughput_tok_s", "%.2f", 1, COL_PLAIN},
+    {"ppl", "ppl", "%.3f", 1, COL_PLAIN},
+    {"kv_read", "kv_read_fraction", "%.3f", 1, COL_PLAIN},
+    {"h2d MB", "h2d_bytes", "%.1f", 1e-6, COL_PLAIN},
+    {"elapsed s", NULL, "%.1f", 1, COL_PLAIN},
 };
 #define N_METRIC_COLS (int)(sizeof metric_cols / sizeof metric_cols[0])
 #define LABEL_MAX     56
@@ -273,6 +283,40 @@ static json_object *metric_of(json_object *rec, const sum_col *c) {
     return is_number(v) ? v : NULL;
 }
 
+/* The cell of a derived column; 0 when the record has nothing for it. */
+static int derived_cell(json_object *rec, const sum_col *c, char *out, size_t n) {
+    json_object *mx = path_get(rec, "metrics", 0), *v = NULL, *ci = NULL;
+    if (!mx) return 0;
+    if (c->kind == COL_NOISY) {
+        if (!json_object_object_get_ex(mx, "noisy", &v)) return 0;
+        snprintf(out, n, "%s", json_object_get_boolean(v) ? "noisy" : "");
+        return 1;
+    }
+    char name[96];
+    if (c->kind == COL_CI) {
+        snprintf(name, sizeof name, "%s_stats", c->metric);
+        if (!json_object_object_get_ex(mx, name, &v) || !json_object_object_get_ex(v, "ci95", &ci))
+            return 0;
+    } else {
+        json_object *sp;
+        if (!json_object_object_get_ex(mx, "speedup", &sp) ||
+            !json_object_object_get_ex(sp, c->metric, &v))
+            return 0;
+        json_object *med;
+        if (!json_object_object_get_ex(v, "median", &med) ||
+            !json_object_object_get_ex(v, "ci95", &ci))
+            return 0;
+        snprintf(out, n, "%.2fx (%.2f-%.2f)", json_object_get_double(med),
+                 json_object_get_double(json_object_array_get_idx(ci, 0)),
+                 json_object_get_double(json_object_array_get_idx(ci, 1)));
+        return 1;
+    }
+    if (!json_object_is_type(ci, json_type_array) || json_object_array_length(ci) != 2) return 0;
+    snprintf(out, n, "%.2f-%.2f", json_object_get_double(json_object_array_get_idx(ci, 0)),
+             json_object_get_double(json_object_array_get_idx(ci, 1)));
+    return 1;
+}
+
 void ig_results_print_summary(const ig_results *r, FILE *f) {
     int n = ig_results_count(r);
     if (n == 0) {
@@ -280,9 +324,13 @@ void ig_results_print_summary(const ig_results *r, FILE *f) {
         return;
     }
     int show[N_METRIC_COLS] = {0};
+    char tmp[64];
     for (int i = 0; i < n; i++)
         for (int c = 0; c < N_METRIC_COLS; c++)
-            if (metric_of(ig_results_get(r, i), &metric_cols[c])) show[c] = 1;
+            if (metric_cols[c].kind
+                    ? derived_cell(ig_results_get(r, i), &metric_cols[c], tmp, sizeof tmp)
+                    : metric_of(ig_results_get(r, i), &metric_cols[c]) != NULL)
+                show[c] = 1;
     /* cells[i][col]: 0 point, 1 label, 2 status, 3.. metrics; row -1 is the header */
     enum { NCOLS = 3 + N_METRIC_COLS, CELL = 64 };
     char(*cells)[NCOLS][CELL] = calloc((size_t)n + 1, sizeof *cells);
@@ -301,13 +349,19 @@ void ig_results_print_summary(const ig_results *r, FILE *f) {
         v = path_get(rec, "label", 0);
         char label[1024]; /* from the config: no control characters on the terminal */
         ig_text_term_safe(v ? json_object_get_string(v) : "", label, sizeof label);
-        if (strlen(label) > LABEL_MAX)
-            snprintf(row[1], CELL, "%.*s...", LABEL_MAX - 3, label);
+        size_t ll = strlen(label);
+        if (ll > LABEL_MAX) /* the start and the end (the policy), the middle elided */
+            snprintf(row[1], CELL, "%.*s...%s", 20, label, label + ll - (LABEL_MAX - 23));
         else
             snprintf(row[1], CELL, "%s", label);
         v = path_get(rec, "status", 0);
         snprintf(row[2], CELL, "%s", v ? json_object_get_string(v) : "?");
         for (int c = 0; c < N_METRIC_COLS; c++) {
+            if (metric_cols[c].kind) {
+                if (!derived_cell(rec, &metric_cols[c], row[3 + c], CELL))
+                    snprintf(row[3 + c], CELL, "-");
+                continue;
+            }
             v = metric_of(rec, &metric_cols[c]);
             if (v)
                 snprintf(row[3 + c], CELL, metric_cols[c].fmt,

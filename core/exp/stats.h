@@ -1,0 +1,20 @@
+/* Summary statistics of repeated measurements: median, min, max, mean, standard deviation, a 95%
+ * confidence interval of the mean (Student's t) and the relative spread that marks a noisy point.
+ * Pure functions over plain arrays (tests/test_exp.c checks them against hand calculations). */
+#ifndef IG_EXP_STATS_H
+#define IG_EXP_STATS_H
+
+typedef struct ig_stats {
+    int n;
+    double median, min, max, mean;
+    double sd;               /* sample standard deviation (n - 1); 0 for n = 1 */
+    double ci95_lo, ci95_hi; /* mean -/+ t(0.975, n - 1) sd / sqrt(n); both the mean for n = 1 */
+    double spread;           /* (max - min) / median; 0 when the median is 0 */
+} ig_stats;
+
+/* Two-sided 95% quantile of Student's t with df degrees of freedom (df >= 1; 1.96 beyond 1000). */
+double ig_stats_t975(int df);
+/* Summary of x[0 .. n) (n >= 1; x is not modified). */
+void ig_stats_summarize(const double *x, int n, ig_stats *out);
+
+#endif
