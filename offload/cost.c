@@ -60,6 +60,30 @@ void ig_cost_times_of(const ig_cost_traffic *tr, int decode, const ig_cost_hw *h
     out->step = overlap ? mx : s;
 }
 
+/* The fraction of the context a decode step reads: the measured profile where there is one
+ * (linear between its points, its end values beyond them), else the policy's cap; never more
+ * than what is kept. */
+double ig_cost_fetch_fraction(const ig_plan_opts *o, double ctx) {
+    double f = o->fetch_fraction;
+    int n = o->fetch_profile_n;
+    if (n > 0) {
+        const double *x = o->fetch_profile_ctx, *y = o->fetch_profile_frac;
+        if (ctx <= x[0]) {
+            f = y[0];
+        } else if (ctx >= x[n - 1]) {
+            f = y[n - 1];
+        } else {
+            for (int i = 1; i < n; i++)
+                if (ctx <= x[i]) {
+                    double t = (ctx - x[i - 1]) / (x[i] - x[i - 1]);
+                    f = (1 - t) * y[i - 1] + t * y[i];
+                    break;
+                }
+        }
+    }
+    return f < o->kv_keep_fraction ? f : o->kv_keep_fraction;
+}
+
 void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_cost_traffic *tr) {
     memset(tr, 0, sizeof *tr);
     const ig_plan_opts *o = ig_plan_get_opts(p);
@@ -88,7 +112,7 @@ void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_
     tr->h2d_bytes = (double)(io->w_bytes[IG_TIER_HOST] + io->w_bytes[IG_TIER_DISK]);
     tr->disk_read_bytes = (double)io->w_bytes[IG_TIER_DISK];
     double rows_new = decode ? 1 : ceil(o->kv_keep_fraction * P - 1e-9);
-    double fetch_rows = decode ? o->fetch_fraction * ctx : 0;
+    double fetch_rows = decode ? ig_cost_fetch_fraction(o, ctx) * ctx : 0;
     tr->h2d_bytes += ((cc ? 0 : nh) + nk) * fetch_rows * kvr;
     tr->disk_read_bytes += nk * fetch_rows * kvr;
     tr->d2h_bytes += (nh + nk) * rows_new * kvr;

@@ -104,4 +104,9 @@ ig_status ig_plan_search(const ig_plan_opts *base, const ig_machine *m, const ig
                          const ig_plan_search_opts *so, ig_plan_candidate *top, int *n_top,
                          long *n_feasible, long *n_tried, ig_error *err);
 
+/* The fraction of the context one decode step reads at context length ctx: the plan options'
+ * measured fetch profile where they have one (linear between its points, its end values beyond
+ * them), else their fetch_fraction (the policy's cap); at most kv_keep_fraction. */
+double ig_cost_fetch_fraction(const ig_plan_opts *o, double ctx);
+
 #endif

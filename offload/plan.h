@@ -58,6 +58,12 @@ typedef struct ig_plan_opts {
     double kv_keep_fraction;
     double fetch_fraction;
     double partial_ratio;
+    /* A measured fetch profile (offload/fetchprof): the fraction a decode step reads at context
+     * length fetch_profile_ctx[i], interpolated; n = 0: fetch_fraction at every length. Buffers
+     * are sized by fetch_fraction (the cap) either way. fetch_source says which, in words. */
+    int fetch_profile_n;
+    double fetch_profile_ctx[64], fetch_profile_frac[64];
+    char fetch_source[512];
     int cpu_cache_compute; /* attention over host-resident KV runs on the CPU (FlexGen's flag) */
     int overlap;           /* the cost model overlaps activities (default 1) */
     ig_numa_mode numa_mode;

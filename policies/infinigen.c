@@ -213,6 +213,9 @@ static const ig_param_spec g_params[] = {
      "pool eviction: oldest, least recently selected or least often selected (older half)"},
     {"partial_dtype", IG_PARAM_ENUM, "f16", 0, 0, "f16|f32",
      "storage of the partial key cache (f16: half the bytes to stream, as a GPU run keeps it)"},
+    {"fetch_profile", IG_PARAM_STRING, NULL, 0, 0, NULL,
+     "for the cost model only (igen plan, modeled points): the policy's measured fetch profile "
+     "from 'igen ppl --fetch-profile FILE', used instead of max_fetch; a run ignores it"},
     {"count_scope", IG_PARAM_ENUM, "batch", 0, 0, "batch|sequence",
      "the fetch count is shared over the heads and the batch (artifact) or per sequence"},
 };

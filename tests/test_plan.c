@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "offload/cost.h"
+#include "offload/fetchprof.h"
 #include "offload/hwprof.h"
 #include "offload/modelshape.h"
 #include "offload/plan.h"
@@ -769,6 +770,68 @@ static void test_cli(void) {
     free(r);
 }
 
+/* Fetch profiles: the interpolation the cost model uses, a file written and read back, malformed
+ * files refused, and a profile changing what a plan's decode step moves. */
+static void test_fetch_profile(void) {
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.fetch_fraction = 0.2;
+    o.kv_keep_fraction = 1;
+    IG_ASSERT_NEAR(ig_cost_fetch_fraction(&o, 1234), 0.2, 0); /* no profile: the cap */
+    o.fetch_profile_n = 2;
+    o.fetch_profile_ctx[0] = 100;
+    o.fetch_profile_frac[0] = 0.5;
+    o.fetch_profile_ctx[1] = 1000;
+    o.fetch_profile_frac[1] = 0.1;
+    IG_ASSERT_NEAR(ig_cost_fetch_fraction(&o, 50), 0.5, 1e-12);
+    IG_ASSERT_NEAR(ig_cost_fetch_fraction(&o, 100), 0.5, 1e-12);
+    IG_ASSERT_NEAR(ig_cost_fetch_fraction(&o, 550), 0.3, 1e-12);
+    IG_ASSERT_NEAR(ig_cost_fetch_fraction(&o, 4000), 0.1, 1e-12);
+    o.kv_keep_fraction = 0.25; /* never more than what is kept */
+    IG_ASSERT_NEAR(ig_cost_fetch_fraction(&o, 100), 0.25, 1e-12);
+
+    ig_fetch_profile fp, back;
+    memset(&fp, 0, sizeof fp);
+    snprintf(fp.policy, sizeof fp.policy, "infinigen");
+    snprintf(fp.params, sizeof fp.params, "alpha=5");
+    snprintf(fp.model, sizeof fp.model, "unit \"model\"");
+    snprintf(fp.command, sizeof fp.command, "igen ppl --fetch-profile x");
+    fp.n = 3;
+    for (int i = 0; i < 3; i++)
+        fp.pts[i] = (ig_fetch_profile_point){128.0 * (i + 1), 0.3 - 0.1 * i, 10};
+    char path[4200];
+    snprintf(path, sizeof path, "%s/fetch.yaml", ig_test_tmpdir());
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_fetch_profile_save(&fp, path, &err), IG_OK);
+    CU_ASSERT_EQUAL_FATAL(ig_fetch_profile_load(path, &back, &err), IG_OK);
+    CU_ASSERT_EQUAL(back.n, 3);
+    CU_ASSERT_STRING_EQUAL(back.model, "unit \"model\"");
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT(back.pts[i].ctx == fp.pts[i].ctx && back.pts[i].fraction == fp.pts[i].fraction);
+    }
+    IG_ASSERT_NEAR(ig_fetch_profile_at(&back, 192), 0.25, 1e-12);
+    static const char *const bad[][2] = {
+        {"policy: x\nfetch:\n  - {ctx: 200, fraction: 0.2}\n  - {ctx: 100, fraction: 0.1}\n",
+         "must ascend"},
+        {"policy: x\nfetch:\n  - {ctx: 200, fraction: 1.5}\n", "fetch[0].fraction"},
+        {"policy: x\nfetch: []\n", "fetch"},
+        {"fetch:\n  - {ctx: 200, fraction: 0.5}\n", "policy"},
+        {"policy: x\nfetch:\n  - {ctx: 200, fractoin: 0.5}\n", "did you mean"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        FILE *f = fopen(path, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fputs(bad[k][0], f);
+        fclose(f);
+        ig_status st = ig_fetch_profile_load(path, &back, &err);
+        CU_ASSERT_NOT_EQUAL(st, IG_OK);
+        CU_ASSERT(st != IG_OK && strstr(err.msg, bad[k][1]) && strstr(err.msg, "fetch.yaml"));
+        if (st == IG_OK || !strstr(err.msg, bad[k][1]))
+            fprintf(stderr, "\n    profile %zu: '%s'\n", k, st == IG_OK ? "(loaded)" : err.msg);
+    }
+    remove(path);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("plan", NULL, NULL);
     CU_add_test(s, "profile_roundtrip", test_profile_roundtrip);
@@ -779,6 +842,7 @@ void ig_test_register(void) {
     CU_add_test(s, "plan_errors", test_plan_errors);
     CU_add_test(s, "numa", test_numa);
     CU_add_test(s, "cost_by_hand", test_cost_by_hand);
+    CU_add_test(s, "fetch_profile", test_fetch_profile);
     CU_add_test(s, "search", test_search);
     CU_add_test(s, "cli", test_cli);
 }

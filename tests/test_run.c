@@ -423,7 +423,32 @@ static void test_shipped_configs(void) {
     CU_ASSERT_EQUAL(r->status, 0);
     recs rs;
     load_recs("fig16a", &rs);
-    CU_ASSERT_EQUAL(rs.n_ok, 16);
+    CU_ASSERT_EQUAL(rs.n_ok, 20);
+    /* the infinigen entry with the measured fetch profile reads less as the sequence grows, the
+     * plain one its cap; each record says which */
+    double prev = 2, ratio_prev = 0;
+    for (int i = 0; i < rs.n; i++) {
+        json_object *m, *src, *lab;
+        if (!json_object_object_get_ex(rs.r[i], "metrics", &m) ||
+            !json_object_object_get_ex(m, "fetch_source", &src) ||
+            !json_object_object_get_ex(rs.r[i], "label", &lab))
+            continue;
+        const char *l = json_object_get_string(lab), *fs = json_object_get_string(src);
+        if (strstr(l, "fetch_profile=")) {
+            CU_ASSERT_PTR_NOT_NULL(strstr(fs, "measured profile"));
+            double f = metric(rs.r[i], "kv_read_fraction");
+            CU_ASSERT(f > 0 && f < prev);
+            prev = f;
+            /* against h2o at the same length (two records before) */
+            double ratio = metric(rs.r[i], "decode_throughput_tok_s") /
+                           metric(rs.r[i - 2], "decode_throughput_tok_s");
+            CU_ASSERT(ratio > ratio_prev);
+            ratio_prev = ratio;
+        } else if (strstr(l, "policy=infinigen")) {
+            CU_ASSERT_PTR_NOT_NULL(strstr(fs, "the cap"));
+        }
+    }
+    CU_ASSERT(prev < 0.2 && ratio_prev > 1);
     free_recs(&rs);
     if (!ig_test_default_model() || !ig_test_shared("wikitext-2-raw/wiki.test.raw")) {
         printf("\n    (quickstart end to end not run: the default model or WikiText-2 is missing)");

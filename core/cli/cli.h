@@ -10,6 +10,7 @@
 #include "core/model/model.h"
 #include "core/status.h"
 #include "kernels/backend.h"
+#include "offload/fetchprof.h"
 #include "offload/link.h"
 #include "offload/plan.h"
 #include "offload/wstream.h"
@@ -109,6 +110,8 @@ void ig_cli_policy_free(ig_cli_policy *p);
 void ig_cli_policy_apply(const ig_cli_policy *p, ig_engine_opts *eo);
 /* Adds "policy", "policy_params", "kv_*" fields (stats of the run) to a JSON object. */
 void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object *o);
+/* The run's fetch profile (fraction of the KV rows read per decode step by context length). */
+void ig_cli_fetch_profile_of(const ig_cli_policy *p, const ig_engine *e, ig_fetch_profile *out);
 /* The budget accounting alone (read fraction in the selected layers, budget in words, metadata). */
 void ig_cli_policy_budget_json(const ig_engine *e, json_object *o);
 /* A KV policy's terms in the cost model (KV format, kept and fetched fractions, partial key

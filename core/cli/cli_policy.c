@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/cli/cli.h"
+#include "core/mapfile.h"
 
 void ig_cli_policy_init(ig_cli_policy *p) {
     memset(p, 0, sizeof *p);
@@ -98,6 +99,21 @@ static double per(double x, double n) {
     return n > 0 ? x / n : 0;
 }
 
+void ig_cli_fetch_profile_of(const ig_cli_policy *p, const ig_engine *e, ig_fetch_profile *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->policy, sizeof out->policy, "%s", p->ops ? p->ops->name : "none");
+    if (p->params) ig_policy_params_describe(p->params, out->params, sizeof out->params);
+    ig_kv_stats s = ig_engine_get_kv_stats(e);
+    int G = ig_model_get_config(ig_engine_model(e))->n_kv_head;
+    for (int b = 0; b < IG_KV_PROFILE_BUCKETS && out->n < IG_FETCH_PROFILE_MAX; b++) {
+        if (s.len_steps[b] <= 0 || s.len_context_rows[b] <= 0) continue;
+        ig_fetch_profile_point *q = &out->pts[out->n++];
+        q->ctx = s.len_context_rows[b] / (s.len_steps[b] * G);
+        q->fraction = s.len_selected_rows[b] / s.len_context_rows[b];
+        q->steps = s.len_steps[b];
+    }
+}
+
 void ig_cli_policy_budget_json(const ig_engine *e, json_object *o) {
     ig_kv_stats s = ig_engine_get_kv_stats(e);
     ig_policy_budget_info b;
@@ -149,6 +165,18 @@ void ig_cli_policy_json(const ig_cli_policy *p, const ig_engine *e, json_object 
     json_object_object_add(o, "kv_resident_fraction",
                            json_object_new_double(per(s.resident_rows, s.context_rows)));
     ig_cli_policy_budget_json(e, o);
+    if (p->ops) {
+        ig_fetch_profile fp;
+        ig_cli_fetch_profile_of(p, e, &fp);
+        json_object *a = json_object_new_array();
+        for (int i = 0; i < fp.n; i++) {
+            json_object *q = json_object_new_object();
+            json_object_object_add(q, "ctx", json_object_new_double(fp.pts[i].ctx));
+            json_object_object_add(q, "fraction", json_object_new_double(fp.pts[i].fraction));
+            json_object_array_add(a, q);
+        }
+        json_object_object_add(o, "kv_fetch_profile", a);
+    }
     json_object_object_add(o, "kv_evictions", json_object_new_int64(s.evictions));
     json_object_object_add(o, "kv_disk_read_bytes", json_object_new_double(s.disk_read_bytes));
     json_object_object_add(o, "kv_disk_write_bytes", json_object_new_double(s.disk_write_bytes));
@@ -209,7 +237,42 @@ ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int 
         o->fetch_fraction = ig_params_num(p, "max_fetch");
         o->partial_ratio = ig_params_num(p, "partial_ratio");
         o->kv_keep_fraction = ig_params_num(p, "pool_capacity");
+        const char *fp = ig_params_str(p, "fetch_profile");
+        char fp_src[4200];
+        if (fp && fp[0] != '/' && !ig_path_exists(fp)) { /* relative: the source tree's */
+            snprintf(fp_src, sizeof fp_src, "%s/%s", IG_SOURCE_DIR, fp);
+            if (ig_path_exists(fp_src)) fp = fp_src;
+        }
+        if (fp) {
+            ig_fetch_profile prof;
+            ig_status st = ig_fetch_profile_load(fp, &prof, err);
+            if (st == IG_OK && strcmp(prof.policy, name) != 0)
+                st = ig_error_set(err, IG_ERR_INVALID_ARG,
+                                  "%s: a fetch profile of policy '%s', not of '%s'", fp,
+                                  prof.policy, name);
+            if (st != IG_OK) {
+                ig_policy_params_free(p);
+                return st;
+            }
+            o->fetch_profile_n = prof.n;
+            for (int i = 0; i < prof.n; i++) {
+                o->fetch_profile_ctx[i] = prof.pts[i].ctx;
+                o->fetch_profile_frac[i] = prof.pts[i].fraction;
+            }
+            snprintf(o->fetch_source, sizeof o->fetch_source,
+                     "measured profile %.200s (%s, %d points from context %.0f to %.0f)", fp,
+                     prof.model, prof.n, prof.pts[0].ctx, prof.pts[prof.n - 1].ctx);
+        } else {
+            snprintf(o->fetch_source, sizeof o->fetch_source,
+                     "the cap: max_fetch = %g of the context at every length (no fetch profile "
+                     "given: --set fetch_profile=FILE from 'igen ppl --fetch-profile')",
+                     o->fetch_fraction);
+        }
     }
+    if (!o->fetch_source[0])
+        snprintf(o->fetch_source, sizeof o->fetch_source,
+                 "%s: %g of the context per step, as its parameters fix it", name,
+                 o->fetch_fraction);
     /* a zero budget is not a plan the cost model can price; clamp to one row in a thousand */
     if (o->fetch_fraction <= 0) o->fetch_fraction = 1e-3;
     if (o->kv_keep_fraction <= 0) o->kv_keep_fraction = 1e-3;

@@ -149,6 +149,7 @@ static void print_plan(const ig_plan *p, const ig_cost_result *c, const char *mo
            o->kv_keep_fraction, o->fetch_fraction,
            o->cpu_cache_compute ? ", attention over host KV on the CPU" : "");
     if (o->partial_ratio > 0) printf("           partial key cache ratio %g\n", o->partial_ratio);
+    if (o->fetch_source[0]) printf("           fetch: %s\n", o->fetch_source);
     printf("\n  %-13s %9s %9s %9s %9s %9s %9s %9s   (GiB)\n", "tier", "peak", "capacity", "weights",
            "KV", "activ.", "buffers", "policy");
     print_bytes_row("device", &u->device, gib(m->device_bytes));
@@ -423,7 +424,11 @@ int ig_cmd_plan(int argc, char **argv) {
     }
     if (kv >= 0) o.kv_dtype = (ig_plan_dtype)kv;
     if (keep >= 0) o.kv_keep_fraction = keep;
-    if (fetch >= 0) o.fetch_fraction = fetch;
+    if (fetch >= 0) {
+        o.fetch_fraction = fetch;
+        o.fetch_profile_n = 0;
+        snprintf(o.fetch_source, sizeof o.fetch_source, "--fetch %g at every length", fetch);
+    }
     if (partial >= 0) o.partial_ratio = partial;
 
     ig_error err;
@@ -519,6 +524,7 @@ int ig_cmd_plan(int argc, char **argv) {
                                json_object_new_string(ig_plan_dtype_name(o.kv_dtype)));
         json_object_object_add(jo, "kv_keep_fraction", json_object_new_double(o.kv_keep_fraction));
         json_object_object_add(jo, "fetch_fraction", json_object_new_double(o.fetch_fraction));
+        json_object_object_add(jo, "fetch_source", json_object_new_string(o.fetch_source));
         json_object_object_add(jo, "partial_ratio", json_object_new_double(o.partial_ratio));
         json_object_object_add(jo, "cpu_cache_compute",
                                json_object_new_boolean(o.cpu_cache_compute));

@@ -29,7 +29,11 @@ static void help(void) {
         "  --prefill P       decode mode: each window's first P tokens are a prompt, the rest are\n"
         "                    decoded one token per step (teacher-forced) with the KV policy\n"
         "                    active; the NLL counts the decode steps' predictions "
-        "only\n" IG_CLI_POLICY_HELP IG_CLI_OFFLOAD_HELP IG_CLI_COMMON_HELP);
+        "only\n"
+        "  --fetch-profile FILE  with --prefill and a policy: write the policy's fetch profile\n"
+        "                    (fraction of the KV rows read per step by context length, every\n"
+        "                    128 tokens) to FILE, for the cost model "
+        "(docs/planner.md)\n" IG_CLI_POLICY_HELP IG_CLI_OFFLOAD_HELP IG_CLI_COMMON_HELP);
 }
 
 typedef struct progress_state {
@@ -49,7 +53,16 @@ static void on_progress(void *user, int done, int total, double elapsed) {
 }
 
 int ig_cmd_ppl(int argc, char **argv) {
-    enum { O_TEXT = IG_OPT_FIRST_FREE, O_CTX, O_MAXTOK, O_WINDOWS, O_BATCH, O_JSON, O_PREFILL };
+    enum {
+        O_TEXT = IG_OPT_FIRST_FREE,
+        O_CTX,
+        O_MAXTOK,
+        O_WINDOWS,
+        O_BATCH,
+        O_JSON,
+        O_PREFILL,
+        O_FETCHPROF
+    };
     static const struct option longopts[] = {
         IG_CLI_COMMON_LONGOPTS,
         IG_CLI_POLICY_LONGOPTS,
@@ -61,6 +74,7 @@ int ig_cmd_ppl(int argc, char **argv) {
         {"windows", required_argument, NULL, O_WINDOWS},
         {"batch", required_argument, NULL, O_BATCH},
         {"json", no_argument, NULL, O_JSON},
+        {"fetch-profile", required_argument, NULL, O_FETCHPROF},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -73,6 +87,7 @@ int ig_cmd_ppl(int argc, char **argv) {
     ig_cli_offload off;
     ig_cli_offload_init(&off);
     int json = 0, opt;
+    const char *fetch_profile = NULL;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int r = ig_cli_model_opt(&com, &pol, &off, opt, optarg);
@@ -106,6 +121,9 @@ int ig_cmd_ppl(int argc, char **argv) {
         case O_JSON:
             json = 1;
             break;
+        case O_FETCHPROF:
+            fetch_profile = optarg;
+            break;
         default:
             fprintf(stderr, "igen ppl: see 'igen ppl --help'\n");
             return IG_EXIT_ERROR;
@@ -114,6 +132,11 @@ int ig_cmd_ppl(int argc, char **argv) {
     if (ig_cli_no_operands("ppl", argc, argv)) return IG_EXIT_ERROR;
     if (!text_path) {
         fprintf(stderr, "igen ppl: --text FILE is required (see 'igen ppl --help')\n");
+        return IG_EXIT_ERROR;
+    }
+    if (fetch_profile && (!pol.name || prefill <= 0)) {
+        fprintf(stderr, "igen ppl: --fetch-profile needs --policy and --prefill (the profile is "
+                        "of the decode steps)\n");
         return IG_EXIT_ERROR;
     }
     if (ig_cli_policy_resolve("ppl", &pol) != 0) return IG_EXIT_ERROR;
@@ -229,6 +252,23 @@ int ig_cmd_ppl(int argc, char **argv) {
                res.ppl, res.nll_sum, (long long)res.tokens, res.windows, res.ctx, res.seconds);
         ig_cli_policy_print(&pol, e, stdout);
         ig_cli_offload_print(&off, stdout);
+    }
+    if (fetch_profile) {
+        ig_fetch_profile fp;
+        ig_cli_fetch_profile_of(&pol, e, &fp);
+        snprintf(fp.model, sizeof fp.model, "%s", ig_model_name(m));
+        snprintf(fp.text, sizeof fp.text, "%s: %lld windows of %ld, prefill %ld", text_path,
+                 (long long)res.windows, ctx, prefill);
+        size_t o = 0;
+        for (int i = 0; i < argc && o + 2 < sizeof fp.command; i++)
+            o += (size_t)snprintf(fp.command + o, sizeof fp.command - o, "%s%s", i ? " " : "igen ",
+                                  argv[i]);
+        if (ig_fetch_profile_save(&fp, fetch_profile, &err) != IG_OK) {
+            ig_cli_error("ppl", &err);
+            goto out;
+        }
+        if (!com.quiet)
+            fprintf(stderr, "ppl: wrote the fetch profile %s (%d points)\n", fetch_profile, fp.n);
     }
     rc = 0;
 out:

@@ -513,7 +513,9 @@ static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err)
     put_d(mx, "prefill_s", c.prefill_s);
     put_d(mx, "decode_s", c.decode_s);
     put_d(mx, "decode_step_s", c.decode_step_s);
-    put_d(mx, "kv_read_fraction", o.fetch_fraction);
+    /* the read at the middle of the decode phase (the profile's where one was given) */
+    put_d(mx, "kv_read_fraction", ig_cost_fetch_fraction(&o, pt->prompt_len + 0.5 * pt->gen_len));
+    json_object_object_add(mx, "fetch_source", json_object_new_string(o.fetch_source));
     if (pt->metric_bytes) { /* per decode step, all layers */
         double L = shape.config.n_layer;
         put_d(mx, "h2d_bytes_per_step", L * c.decode_traffic.h2d_bytes);

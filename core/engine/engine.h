@@ -84,12 +84,19 @@ typedef struct ig_engine_opts {
 /* KV traffic and time, accumulated over decode tokens (one token of one sequence) since create or
  * the last reset. "h2d" is what a GPU run moves home -> device (selected rows, encoded); "read" is
  * what this run actually read to compute attention. */
+#define IG_KV_PROFILE_STEP    128
+#define IG_KV_PROFILE_BUCKETS 64
 typedef struct ig_kv_stats {
     int64_t decode_tokens, decode_calls;
     double h2d_bytes, d2h_bytes, read_bytes, prefill_d2h_bytes;
     double selected_rows, resident_rows, context_rows; /* summed over (token, layer, KV head) */
     /* The same over the policy's selected layers only (caps.dense_layers and up) */
     double sel_layer_selected_rows, sel_layer_context_rows;
+    /* Selected and context rows over all layers by the context length of the step: bucket b holds
+     * the steps with b * IG_KV_PROFILE_STEP <= context < (b + 1) * IG_KV_PROFILE_STEP (the last
+     * bucket everything longer): the policy's fetch profile. */
+    double len_selected_rows[IG_KV_PROFILE_BUCKETS], len_context_rows[IG_KV_PROFILE_BUCKETS];
+    double len_steps[IG_KV_PROFILE_BUCKETS]; /* (sequence, layer) decode steps in the bucket */
     double select_s, attention_s, store_s, recall_s;
     double transfer_s;      /* time the transfer queue spent copying (overlapped with compute) */
     double transfer_wait_s; /* time compute waited for a transfer to finish */

@@ -838,6 +838,14 @@ static void count_h2d(ig_kv_run *r, double selected) {
     }
 }
 
+static void profile_add(ig_kv_run *r, int64_t ctx, double selected) {
+    int64_t b = ctx / IG_KV_PROFILE_STEP;
+    if (b >= IG_KV_PROFILE_BUCKETS) b = IG_KV_PROFILE_BUCKETS - 1;
+    r->stats.len_selected_rows[b] += selected;
+    r->stats.len_context_rows[b] += (double)ctx * r->G;
+    r->stats.len_steps[b] += 1;
+}
+
 /* dev_probs: the CUDA engine computed the attention (ig_cu_kv_decode); its probabilities. */
 static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
     ig_kv_run *r = e->kv;
@@ -864,6 +872,7 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
             r->stats.sel_layer_selected_rows += rows;
             r->stats.sel_layer_context_rows += (double)e->p0[s] * r->G;
         }
+        profile_add(r, e->p0[s], rows);
         if (slot >= e->opts.kv_device_slots) count_h2d(r, rows);
         r->stats.read_bytes += 2.0 * (rows + r->G) * (double)r->row_bytes;
         if (r->shadow_k) { /* every token attended: the exact top-k is always contained */
@@ -931,6 +940,7 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
         r->stats.sel_layer_selected_rows += selected;
         r->stats.sel_layer_context_rows += (double)e->p0[s] * r->G;
     }
+    profile_add(r, e->p0[s], selected);
     if (slot >= e->opts.kv_device_slots) count_h2d(r, selected);
     r->stats.read_bytes += r->inplace ? 2.0 * (selected + r->G) * (double)r->row_bytes
                                       : 2.0 * selected * ((double)r->row_bytes + 4.0 * r->hd) +

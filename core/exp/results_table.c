@@ -351,7 +351,7 @@ void ig_results_print_summary(const ig_results *r, FILE *f) {
         ig_text_term_safe(v ? json_object_get_string(v) : "", label, sizeof label);
         size_t ll = strlen(label);
         if (ll > LABEL_MAX) /* the start and the end (the policy), the middle elided */
-            snprintf(row[1], CELL, "%.*s...%s", 20, label, label + ll - (LABEL_MAX - 23));
+            snprintf(row[1], CELL, "%.*s...%s", 28, label, label + ll - (LABEL_MAX - 31));
         else
             snprintf(row[1], CELL, "%s", label);
         v = path_get(rec, "status", 0);
