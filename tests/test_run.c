@@ -626,6 +626,50 @@ static void test_repeats(void) {
     free(r);
 }
 
+/* mode: [measured, modeled] is an axis: every point both ways, the modeled series dashed in the
+ * measured one's colour. */
+static void test_mode_axis(void) {
+    char body[8192];
+    snprintf(body, sizeof body,
+             "mode: [measured, modeled]\n"
+             "model: {path: %s, shape: smollm2-135m}\n"
+             "hardware: a6000-pcie3\n"
+             "workload: {batch: 2, prompt_len: [8, 16], gen_len: 4, text: %s}\n"
+             "placement: {kv: {gpu: 0, cpu: 100}}\n"
+             "policies: [full]\nmetrics: [throughput]\nmeasure: {repeat: 1}\n",
+             ig_test_fixture("tiny_llama"), g_text);
+    const char *exp = write_exp("modes", "modes", body);
+    ig_test_run *r = malloc(sizeof *r);
+    char args[8192];
+    snprintf(args, sizeof args, "run '%s' --quiet", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    recs rs;
+    load_recs("modes", &rs);
+    CU_ASSERT_EQUAL(rs.n_ok, 4);
+    int measured = 0, modeled = 0;
+    for (int i = 0; i < rs.n; i++) {
+        json_object *v;
+        CU_ASSERT(metric(rs.r[i], "decode_throughput_tok_s") > 0);
+        if (json_object_object_get_ex(rs.r[i], "mode", &v)) {
+            measured += !strcmp(json_object_get_string(v), "measured");
+            modeled += !strcmp(json_object_get_string(v), "modeled");
+        }
+    }
+    CU_ASSERT(measured == 2 && modeled == 2);
+    free_recs(&rs);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/modes/plots/decode_throughput_vs_seqlen.gp", g_dir);
+        char *gp = slurp(path);
+        CU_ASSERT(gp && strstr(gp, "with lines dt 2 lw 2 lc 1 title 'full mode=modeled'") &&
+                  strstr(gp, "with yerrorlines lw 2 lc 1 title 'full mode=measured'"));
+        free(gp);
+    }
+    free(r);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("run", suite_init, NULL);
     CU_add_test(s, "measured_sweep", test_measured_sweep);
@@ -636,4 +680,5 @@ void ig_test_register(void) {
     CU_add_test(s, "shipped_configs", test_shipped_configs);
     CU_add_test(s, "dummy_model", test_dummy_model);
     CU_add_test(s, "repeats", test_repeats);
+    CU_add_test(s, "mode_axis", test_mode_axis);
 }

@@ -424,7 +424,8 @@ ig_status ig_exp_point_get(const ig_exp *e, int i, ig_exp_point *out) {
     out->index = i;
     out->key = e->keys[i];
     out->label = e->labels[i];
-    out->mode = e->mode;
+    const char *mode = jstr(c, "mode", NULL, NULL);
+    out->mode = mode && !strcmp(mode, "modeled") ? IG_EXP_MODELED : IG_EXP_MEASURED;
     out->model_path = resolved(e, ch, "model", "path");
     if (!out->model_path) out->model_path = "default";
     out->shape_path = resolved(e, ch, "model", "shape");

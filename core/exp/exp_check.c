@@ -76,7 +76,7 @@ static const exp_field k_measure[] = {
 };
 const exp_field exp_schema_top[] = {
     {"name", F_STR, NULL, 0, 0, FL_NOSWEEP, CK_NAME, NULL, NULL},
-    {"mode", F_ENUM, "measured", 0, 0, FL_NOSWEEP, CK_NONE, k_modes, NULL},
+    {"mode", F_ENUM, "measured", 0, 0, 0, CK_NONE, k_modes, NULL},
     {"model", F_MAP, NULL, 0, 0, 0, CK_NONE, NULL, k_model},
     {"hardware", F_STR, NULL, 0, 0, 0, CK_HW, NULL, NULL},
     {"threads", F_INT, "0", 0, 65536, 0, CK_NONE, NULL, NULL},
@@ -845,9 +845,30 @@ ig_status exp_validate(ig_exp *e, ig_error *err) {
     /* the mode first: it decides what the other keys need */
     exp_entry *me = exp_map_entry(root, "mode");
     e->mode = IG_EXP_MEASURED;
+    e->any_modeled = 0;
     if (me) {
-        IG_TRY(check_leaf(&c, me->val, exp_field_find(exp_schema_top, "mode"), "mode"));
-        e->mode = strcmp(me->val->str, "modeled") ? IG_EXP_MEASURED : IG_EXP_MODELED;
+        /* one mode, or a list of both (an axis: every point measured and modeled) */
+        const exp_field *mf = exp_field_find(exp_schema_top, "mode");
+        int measured = 0, modeled = 0;
+        if (me->val->kind == EXP_SEQ) {
+            for (int i = 0; i < me->val->n_items; i++) {
+                char ip[32];
+                snprintf(ip, sizeof ip, "mode[%d]", i);
+                IG_TRY(check_leaf(&c, me->val->items[i], mf, ip));
+                if (strcmp(me->val->items[i]->str, "modeled"))
+                    measured = 1;
+                else
+                    modeled = 1;
+            }
+        } else {
+            IG_TRY(check_leaf(&c, me->val, mf, "mode"));
+            if (strcmp(me->val->str, "modeled"))
+                measured = 1;
+            else
+                modeled = 1;
+        }
+        e->mode = measured ? IG_EXP_MEASURED : IG_EXP_MODELED;
+        e->any_modeled = modeled;
         e->mode_node = me->val;
     }
     e->policy_axis = -1;
@@ -860,7 +881,7 @@ ig_status exp_validate(ig_exp *e, ig_error *err) {
         IG_TRY(add_axis(&c, "policy", NULL, 1, root->loc));
     }
     exp_node *model = exp_map_get(root, "model");
-    if (e->mode == IG_EXP_MODELED) {
+    if (e->any_modeled) {
         exp_loc at = e->mode_node->loc;
         if (!exp_map_get(model, "shape"))
             return fail(&c, at, "model.shape",

@@ -493,6 +493,45 @@ static int keep_tp(const pt *q, const void *c) {
     return has_tp(q) && (t->batch < 0 || q->batch == t->batch);
 }
 
+/* Removes "mode=measured" / "mode=modeled" (and the space after it) from s. */
+static void strip_mode(char *s) {
+    static const char *const tags[] = {"mode=measured", "mode=modeled"};
+    for (int t = 0; t < 2; t++) {
+        char *m = strstr(s, tags[t]);
+        if (!m) continue;
+        char *rest = m + strlen(tags[t]);
+        if (*rest == ' ') rest++;
+        memmove(m, rest, strlen(rest) + 1);
+    }
+}
+
+/* The line colour of a series: gnuplot's linetype k + 1 for the k-th distinct series name once
+ * the mode is taken out, so that a modeled series and its measured twin share a colour. */
+static int colour_of(json_object *series, const char *name) {
+    char key[1024];
+    snprintf(key, sizeof key, "%s", name);
+    strip_mode(key);
+    int distinct = 0;
+    size_t n = json_object_array_length(series);
+    for (size_t s = 0; s < n; s++) {
+        char cur[1024];
+        snprintf(cur, sizeof cur, "%s",
+                 json_object_get_string(json_object_array_get_idx(series, s)));
+        strip_mode(cur);
+        int seen = 0;
+        for (size_t t = 0; t < s && !seen; t++) {
+            char prev[1024];
+            snprintf(prev, sizeof prev, "%s",
+                     json_object_get_string(json_object_array_get_idx(series, t)));
+            strip_mode(prev);
+            seen = !strcmp(prev, cur);
+        }
+        if (!strcmp(cur, key)) return distinct + 1; /* the first with this name: not seen */
+        distinct += !seen;
+    }
+    return distinct + 1;
+}
+
 /* One panel of throughput against sequence length (data blocks appended to `data`, starting at
  * block *index). */
 static void tp_panel(const plotter *p, long batch, const long *seqs, int n_seqs, int multi_batch,
@@ -533,8 +572,17 @@ static void tp_panel(const plotter *p, long batch, const long *seqs, int n_seqs,
             }
         }
         ig_exp_buf_puts(data, "\n\n");
-        ig_exp_buf_printf(body, "%s'%s.dat' index %d using 1:2:3:4 with yerrorlines lw 2 title ",
-                          s ? ", \\\n     " : "", "DATNAME", *index);
+        /* a modeled series (mode=modeled) is a dashed line in its measured twin's colour */
+        int modeled = strstr(name, "mode=modeled") != NULL;
+        int colour = colour_of(series, name);
+        if (modeled)
+            ig_exp_buf_printf(body,
+                              "%s'%s.dat' index %d using 1:2 with lines dt 2 lw 2 lc %d title ",
+                              s ? ", \\\n     " : "", "DATNAME", *index, colour);
+        else
+            ig_exp_buf_printf(
+                body, "%s'%s.dat' index %d using 1:2:3:4 with yerrorlines lw 2 lc %d title ",
+                s ? ", \\\n     " : "", "DATNAME", *index, colour);
         gp_quote(body, name);
         ig_exp_buf_printf(body,
                           ", \\\n     '%s.dat' index %d using 1:($5 > 0 ? $2 : 1/0) with points "
