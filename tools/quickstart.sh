@@ -17,4 +17,5 @@ if [ ! -f "$text" ]; then
 fi
 "$repo/build/igen" run configs/experiments/quickstart.yaml "${sets[@]}"
 echo
-echo "plot: $repo/results/quickstart/plots/throughput_vs_seqlen.png"
+echo "plots: $repo/results/quickstart/plots/decode_throughput_vs_seqlen.png (decode only, the"
+echo "       headline) and throughput_vs_seqlen.png (prefill included, FlexGen's figure)"
