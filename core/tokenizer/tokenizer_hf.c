@@ -557,7 +557,7 @@ static ig_status load_post(hf_ctx *c, json_object *o, const char *where) {
             return bad(c, IG_ERR_UNSUPPORTED, "%s.special_tokens['%s']: expected exactly one id",
                        where, json_object_get_string(name));
         int64_t id = json_object_get_int64(json_object_array_get_idx(idl, 0));
-        if (id < 0 || id >= t->n_vocab)
+        if (id < 0 || id >= t->n_vocab || !t->present[id]) /* a hole: no token has it */
             return bad(c, IG_ERR_FORMAT,
                        "%s.special_tokens['%s']: id %lld is not in the vocabulary", where,
                        json_object_get_string(name), (long long)id);
