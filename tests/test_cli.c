@@ -338,14 +338,14 @@ static void test_infinigen_budget(void) {
     }
     char env[4300];
     snprintf(env, sizeof env, "IGEN_MODEL='%s'", model);
-    static const char *const rules[] = {"fixed", "adaptive"};
-    static const double budgets[] = {0.1, 0.3};
+    static const char *const rules[] = {"fixed", "adaptive", "adaptive"};
+    static const double budgets[] = {0.2, 0.1, 0.3};
     run_out *o = malloc(sizeof *o);
-    for (int r = 0; r < 2; r++)
-        for (int b = 0; b < 2; b++) {
+    for (int r = 0; r < 3; r++)
+        for (int b = r; b == r; b++) {
             char args[4600];
             snprintf(args, sizeof args,
-                     "ppl --text '%s/README.md' --ctx 512 --windows 1 --prefill 64 --policy "
+                     "ppl --text '%s/README.md' --ctx 320 --windows 1 --prefill 64 --policy "
                      "infinigen --set fetch_rule=%s --set max_fetch=%g --json --quiet",
                      IG_SOURCE_DIR, rules[r], budgets[b]);
             ig_test_igen(o, env, args);
