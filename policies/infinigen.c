@@ -542,22 +542,11 @@ static void top_k_columns(const double *x, int n, int k, unsigned char *used) {
     }
 }
 
-/* colsum[c] += sum over the rows of |(X A)[row][c]|, X: n rows of hd at stride ld. */
-static void abs_colsum_rotated(ig_state *s, const float *X, int n, int ld, const float *A,
-                               double *colsum) {
-    for (int r0 = 0; r0 < n; r0 += ROW_CHUNK) {
-        int nr = n - r0 < ROW_CHUNK ? n - r0 : ROW_CHUNK;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, s->hd, s->hd, 1.0f,
-                    X + (size_t)r0 * (size_t)ld, ld, A, s->hd, 0.0f, s->rows, s->hd);
-        for (int r = 0; r < nr; r++)
-            for (int c = 0; c < s->hd; c++)
-                colsum[c] += fabsf(s->rows[(size_t)r * (size_t)s->hd + (size_t)c]);
-    }
-}
-
-/* sum[c] += sum over the rows of (X A)[row][c], sq[c] += its square. */
-static void moments_rotated(ig_state *s, const float *X, int n, int ld, const float *A, double *sum,
-                            double *sq) {
+/* Column statistics of the rotated rows X A (X: n rows of hd at stride ld): per column c, the
+ * sum of |(X A)[row][c]| into abs_sum, of (X A)[row][c] into sum and of its square into sq (each
+ * may be NULL). */
+static void column_stats_rotated(ig_state *s, const float *X, int n, int ld, const float *A,
+                                 double *abs_sum, double *sum, double *sq) {
     for (int r0 = 0; r0 < n; r0 += ROW_CHUNK) {
         int nr = n - r0 < ROW_CHUNK ? n - r0 : ROW_CHUNK;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, s->hd, s->hd, 1.0f,
@@ -565,8 +554,9 @@ static void moments_rotated(ig_state *s, const float *X, int n, int ld, const fl
         for (int r = 0; r < nr; r++)
             for (int c = 0; c < s->hd; c++) {
                 double x = s->rows[(size_t)r * (size_t)s->hd + (size_t)c];
-                sum[c] += x;
-                sq[c] += x * x;
+                if (abs_sum) abs_sum[c] += fabs(x);
+                if (sum) sum[c] += x;
+                if (sq) sq[c] += x * x;
             }
     }
 }
@@ -597,9 +587,10 @@ static void build_index(ig_state *s, int ls, int slot, const ig_prefill_view *v)
             /* score = sum_c q_c k_c: over the keys, column c spreads it by q_c^2 Var[k_c] */
             double qs[512] = {0}, qq[512] = {0}, ks[512] = {0}, kk[512] = {0}, w[512];
             for (int hh = 0; hh < s->group; hh++)
-                moments_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd, v->n_new,
-                                s->H * hd, A, qs, qq);
-            moments_rotated(s, v->k + (size_t)g * (size_t)hd, v->n_new, s->G * hd, A, ks, kk);
+                column_stats_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd, v->n_new,
+                                     s->H * hd, A, NULL, qs, qq);
+            column_stats_rotated(s, v->k + (size_t)g * (size_t)hd, v->n_new, s->G * hd, A, NULL, ks,
+                                 kk);
             double nq = (double)v->n_new * s->group, nk = (double)v->n_new;
             for (int c = 0; c < hd; c++) {
                 double mk = ks[c] / nk, var = kk[c] / nk - mk * mk;
@@ -610,9 +601,10 @@ static void build_index(ig_state *s, int ls, int slot, const ig_prefill_view *v)
             continue;
         }
         for (int hh = 0; hh < s->group; hh++)
-            abs_colsum_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd, v->n_new,
-                               s->H * hd, A, colq);
-        abs_colsum_rotated(s, v->k + (size_t)g * (size_t)hd, v->n_new, s->G * hd, A, colk);
+            column_stats_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd, v->n_new,
+                                 s->H * hd, A, colq, NULL, NULL);
+        column_stats_rotated(s, v->k + (size_t)g * (size_t)hd, v->n_new, s->G * hd, A, colk, NULL,
+                             NULL);
         if (s->rule == RULE_Q) {
             top_k_columns(colq, hd, s->k, used);
         } else if (s->rule == RULE_QK) {

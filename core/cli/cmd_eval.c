@@ -85,14 +85,17 @@ static void on_progress(void *user, int done, int total, double elapsed) {
     fflush(stderr);
 }
 
-static int parse_depths(const char *s, double *d, int *n) {
+/* A comma-separated list of at most max numbers in [lo, hi] (whole numbers when integer). */
+static int parse_list(const char *s, double lo, double hi, int integer, int max, double *out,
+                      int *n) {
     *n = 0;
     const char *p = s;
     while (*p) {
         char *end;
         double v = strtod(p, &end);
-        if (end == p || !(v >= 0 && v <= 1) || *n >= MAX_DEPTHS) return -1;
-        d[(*n)++] = v;
+        if (end == p || !(v >= lo && v <= hi) || (integer && v != (double)(long)v) || *n >= max)
+            return -1;
+        out[(*n)++] = v;
         p = end;
         if (*p == ',')
             p++;
@@ -102,21 +105,15 @@ static int parse_depths(const char *s, double *d, int *n) {
     return *n > 0 ? 0 : -1;
 }
 
+static int parse_depths(const char *s, double *d, int *n) {
+    return parse_list(s, 0, 1, 0, MAX_DEPTHS, d, n);
+}
+
 static int parse_lengths(const char *s, int *l, int *n) {
-    *n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 16 || v > (1 << 20) || *n >= MAX_LENGTHS) return -1;
-        l[(*n)++] = (int)v;
-        p = end;
-        if (*p == ',')
-            p++;
-        else if (*p)
-            return -1;
-    }
-    return *n > 0 ? 0 : -1;
+    double v[MAX_LENGTHS];
+    if (parse_list(s, 16, 1 << 20, 1, MAX_LENGTHS, v, n) != 0) return -1;
+    for (int i = 0; i < *n; i++) l[i] = (int)v[i];
+    return 0;
 }
 
 /* The niah text line and table: accuracy per depth (rows) and length (columns). */
