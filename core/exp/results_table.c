@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/exp/exp.h"
 #include "core/exp/results.h"
 #include "core/exp/results_internal.h"
 
@@ -250,7 +251,7 @@ static int is_number(json_object *v) {
     return json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int);
 }
 
-enum { COL_PLAIN = 0, COL_CI, COL_NOISY, COL_SPEEDUP };
+enum { COL_PLAIN = 0, COL_CI, COL_NOISY, COL_SPEEDUP, COL_PRED };
 
 typedef struct sum_col {
     const char *title;
@@ -268,6 +269,7 @@ static const sum_col metric_cols[] = {
     {"95% CI", "decode_throughput_tok_s", "%.2f", 1, COL_CI},
     {"", "noisy", "", 1, COL_NOISY},
     {"speedup", "decode_throughput_tok_s", "%.2f", 1, COL_SPEEDUP},
+    {"pred/meas", "decode_throughput_tok_s", "%.2f", 1, COL_PRED},
     {"tok/s", "throughput_tok_s", "%.2f", 1, COL_PLAIN},
     {"ppl", "ppl", "%.3f", 1, COL_PLAIN},
     {"kv_read", "kv_read_fraction", "%.3f", 1, COL_PLAIN},
@@ -283,10 +285,47 @@ static json_object *metric_of(json_object *rec, const sum_col *c) {
     return is_number(v) ? v : NULL;
 }
 
+/* The config of a record without its mode, as canonical text (the key of its twin), or NULL. */
+static char *twin_key(json_object *rec) {
+    json_object *cfg = path_get(rec, "config", 0), *cp = NULL;
+    if (!cfg || json_object_deep_copy(cfg, &cp, NULL) != 0 || !cp) return NULL;
+    json_object_object_del(cp, "mode");
+    char *k = ig_exp_canonical_json(cp);
+    json_object_put(cp);
+    return k;
+}
+
+/* For a modeled record: its prediction of the metric over the measurement of its measured twin
+ * (the record whose config differs only in the mode); 0 when it has none. */
+static int pred_cell(const ig_results *r, json_object *rec, const char *metric, char *out,
+                     size_t n) {
+    json_object *mode = path_get(rec, "mode", 0), *pv = path_get(rec, "metrics", metric);
+    if (!mode || strcmp(json_object_get_string(mode), "modeled") != 0 || !is_number(pv)) return 0;
+    char *key = twin_key(rec);
+    int found = 0;
+    for (int i = 0; key && !found && i < ig_results_count(r); i++) {
+        json_object *o = ig_results_get(r, i), *om = path_get(o, "mode", 0);
+        json_object *ov = path_get(o, "metrics", metric), *st = path_get(o, "status", 0);
+        if (!om || strcmp(json_object_get_string(om), "measured") != 0 || !is_number(ov) || !st ||
+            strcmp(json_object_get_string(st), "ok") != 0 || !(json_object_get_double(ov) > 0))
+            continue;
+        char *k2 = twin_key(o);
+        if (k2 && !strcmp(k2, key)) {
+            snprintf(out, n, "%.2f", json_object_get_double(pv) / json_object_get_double(ov));
+            found = 1;
+        }
+        free(k2);
+    }
+    free(key);
+    return found;
+}
+
 /* The cell of a derived column; 0 when the record has nothing for it. */
-static int derived_cell(json_object *rec, const sum_col *c, char *out, size_t n) {
+static int derived_cell(const ig_results *r, json_object *rec, const sum_col *c, char *out,
+                        size_t n) {
     json_object *mx = path_get(rec, "metrics", 0), *v = NULL, *ci = NULL;
     if (!mx) return 0;
+    if (c->kind == COL_PRED) return pred_cell(r, rec, c->metric, out, n);
     if (c->kind == COL_NOISY) {
         if (!json_object_object_get_ex(mx, "noisy", &v)) return 0;
         snprintf(out, n, "%s", json_object_get_boolean(v) ? "noisy" : "");
@@ -328,7 +367,7 @@ void ig_results_print_summary(const ig_results *r, FILE *f) {
     for (int i = 0; i < n; i++)
         for (int c = 0; c < N_METRIC_COLS; c++)
             if (metric_cols[c].kind
-                    ? derived_cell(ig_results_get(r, i), &metric_cols[c], tmp, sizeof tmp)
+                    ? derived_cell(r, ig_results_get(r, i), &metric_cols[c], tmp, sizeof tmp)
                     : metric_of(ig_results_get(r, i), &metric_cols[c]) != NULL)
                 show[c] = 1;
     /* cells[i][col]: 0 point, 1 label, 2 status, 3.. metrics; row -1 is the header */
@@ -358,7 +397,7 @@ void ig_results_print_summary(const ig_results *r, FILE *f) {
         snprintf(row[2], CELL, "%s", v ? json_object_get_string(v) : "?");
         for (int c = 0; c < N_METRIC_COLS; c++) {
             if (metric_cols[c].kind) {
-                if (!derived_cell(rec, &metric_cols[c], row[3 + c], CELL))
+                if (!derived_cell(r, rec, &metric_cols[c], row[3 + c], CELL))
                     snprintf(row[3 + c], CELL, "-");
                 continue;
             }
