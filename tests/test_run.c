@@ -659,6 +659,7 @@ static void test_mode_axis(void) {
     }
     CU_ASSERT(measured == 2 && modeled == 2);
     free_recs(&rs);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "pred/meas")); /* the modeled rows' ratio column */
     if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
         char path[4400];
         snprintf(path, sizeof path, "%s/modes/plots/decode_throughput_vs_seqlen.gp", g_dir);
