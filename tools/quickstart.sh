@@ -15,7 +15,14 @@ if [ ! -f "$text" ]; then
   echo "quickstart: $text not found: using README.md as the text instead" >&2
   sets=(--set "workload.text=$repo/README.md")
 fi
+# IGEN_QUICKSTART_REPEAT=N: N timed repeats per point instead of the experiment's 3 (CI's
+# fresh-machine stage uses 1: it checks that the job runs, not its numbers)
+out="$repo/results/quickstart"
+if [ -n "${IGEN_QUICKSTART_REPEAT:-}" ]; then
+  out="$repo/results/quickstart-repeat$IGEN_QUICKSTART_REPEAT"
+  sets+=(--set "measure.repeat=$IGEN_QUICKSTART_REPEAT" --output "$out")
+fi
 "$repo/build/igen" run configs/experiments/quickstart.yaml "${sets[@]}"
 echo
-echo "plots: $repo/results/quickstart/plots/decode_throughput_vs_seqlen.png (decode only, the"
+echo "plots: $out/plots/decode_throughput_vs_seqlen.png (decode only, the"
 echo "       headline) and throughput_vs_seqlen.png (prefill included, FlexGen's figure)"
