@@ -13,9 +13,16 @@ Placements (FlexGen percentages W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU):
   w50-host   50,50,100,0,100,0    half of each layer's weights streamed from host memory over the link
   host+kv    0,100,0,100,100,0    all weights streamed; KV homed in host memory, attention over it
                                   on the CPU in place (FlexGen's cpu_cache_compute), policy full
+  kv-link/P  100,0,0,100,100,0    the paper's regime: weights on the device, the KV cache homed in
+                                  host memory behind the link, its rows gathered to the device
+                                  (copy access), for every policy P of --policies (default full,
+                                  int4, h2o, infinigen); infinigen runs with a skew calibrated on
+                                  PTB and is predicted with its measured fetch profile
+                                  (configs/policies/infinigen-smollm2-135m.yaml)
 
 Usage: tools/results/cost_validation.py [--batch 8] [--gen-len 16] [--prompts 256,1024,2048]
-                                        [--link 4] [--igen build/igen] [--out docs/results]
+                                        [--link 4] [--policies full,int4,h2o,infinigen]
+                                        [--igen build/igen] [--out docs/results]
 """
 import argparse
 import json
@@ -34,7 +41,7 @@ PLACEMENTS = [
 
 
 def run_json(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if p.returncode != 0:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr}")
     return json.loads(p.stdout)
@@ -46,9 +53,24 @@ def main():
     ap.add_argument("--gen-len", type=int, default=16)
     ap.add_argument("--prompts", default="256,1024,2048")
     ap.add_argument("--link", type=float, default=4.0, help="link model bandwidth, GB/s each way")
+    ap.add_argument("--policies", default="full,int4,h2o,infinigen",
+                    help="policies of the kv-link placement ('' for none)")
     ap.add_argument("--igen", default=os.path.join(REPO, "build", "igen"))
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results"))
     args = ap.parse_args()
+    placements = list(PLACEMENTS)
+    skew = os.path.join(REPO, "results", "skew", "cost-validation-ptb.skew")
+    for pol in [x for x in args.policies.split(",") if x]:
+        run_extra, plan_extra = ["--policy", pol, "--kv-access", "copy"], ["--policy", pol]
+        if pol == "infinigen":
+            if not os.path.exists(skew):
+                os.makedirs(os.path.dirname(skew), exist_ok=True)
+                subprocess.run([args.igen, "calibrate", "--text",
+                                os.path.join(REPO, "..", "shared", "data", "ptb", "ptb.test.txt"),
+                                "--out", skew, "--quiet"], check=True)
+            run_extra += ["--set", f"skew={skew}"]
+            plan_extra += ["--set", "fetch_profile=configs/policies/infinigen-smollm2-135m.yaml"]
+        placements.append((f"kv-link/{pol}", "100,0,0,100,100,0", run_extra, plan_extra))
     os.makedirs(os.path.join(REPO, "results"), exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
     prof = os.path.join(REPO, "results", "cost_validation_profile.yaml")
@@ -61,11 +83,12 @@ def main():
     records = []
     jsonl = os.path.join(args.out, "cost_model_cpu.jsonl")
     open(jsonl, "w").close()
-    for name, pct, run_extra, plan_extra in PLACEMENTS:
+    for name, pct, run_extra, plan_extra in placements:
         for L in [int(x) for x in args.prompts.split(",")]:
             common = ["--prompt-len", str(L), "--gen-len", str(args.gen_len)]
             plan = run_json([args.igen, "plan", "--model", os.path.join(REPO, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-                             "--weight-dtype", "f32", "--kv", "f32", "--hardware", prof, "--gpu-batch", str(args.batch),
+                             "--weight-dtype", "f32"] + ([] if "int4" in plan_extra else ["--kv", "f32"]) +
+                            ["--hardware", prof, "--gpu-batch", str(args.batch),
                              "--num-gpu-batches", "1", "--percent", pct, "--json"] + common + plan_extra)
             link = [] if name == "device" else ["--link", f"h2d={args.link},d2h={args.link}"]
             meas = run_json([args.igen, "bench-decode", "--batch", str(args.batch), "--percent", pct, "--json",
