@@ -93,6 +93,11 @@ else
   esac
 fi
 
+# ---- one run per build directory: runs share its tmp/ (emptied per harness) and corpora ------------
+mkdir -p "$build"
+exec 9>"$build/.fuzz.lock"
+flock -n 9 || die "another tools/fuzz.sh is running in $build (wait for it, or set IGEN_FUZZ_BUILD)"
+
 # ---- build ----------------------------------------------------------------------------------------
 cc=${CC:-clang}
 case $(basename "$cc") in
