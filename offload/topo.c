@@ -512,8 +512,9 @@ static void synthetic_hint(const char *desc, char *hint, size_t n) {
 
 /* Objects a synthetic description asks for: the running product of its levels' counts ("TYPE:N"
  * or a bare N), summed over the levels, saturated just past IG_TOPO_MAX_SYNTHETIC_OBJECTS. */
-static size_t synthetic_objects(const char *desc) {
+static size_t synthetic_objects(const char *desc, size_t *max_arity) {
     size_t per_level = 1, total = 0;
+    *max_arity = 0;
     for (const char *p = desc; *p;) {
         while (*p == ' ' || *p == '\t') p++;
         if (!*p) break;
@@ -523,6 +524,7 @@ static size_t synthetic_objects(const char *desc) {
         if (*p != '[' && *p != '(' && isdigit((unsigned char)*num)) {
             unsigned long long n = strtoull(num, NULL, 10);
             if (n > IG_TOPO_MAX_SYNTHETIC_OBJECTS) n = IG_TOPO_MAX_SYNTHETIC_OBJECTS + 1;
+            if (n > *max_arity) *max_arity = (size_t)n;
             per_level *= n ? (size_t)n : 1;
             if (per_level > IG_TOPO_MAX_SYNTHETIC_OBJECTS) return IG_TOPO_MAX_SYNTHETIC_OBJECTS + 1;
             total += per_level;
@@ -540,11 +542,19 @@ ig_status ig_topo_load_synthetic(const char *desc, ig_topo **out, ig_error *err)
     if (strlen(desc) > 4096)
         return ig_error_set(err, IG_ERR_FORMAT,
                             "synthetic topology of %zu characters: longer than 4096", strlen(desc));
-    if (synthetic_objects(desc) > IG_TOPO_MAX_SYNTHETIC_OBJECTS)
+    size_t arity = 0;
+    if (synthetic_objects(desc, &arity) > IG_TOPO_MAX_SYNTHETIC_OBJECTS)
         return ig_error_set(err, IG_ERR_CAPACITY,
                             "synthetic topology '%.80s' asks for more than %d objects (the levels' "
                             "counts multiply): more than any real machine has",
                             desc, IG_TOPO_MAX_SYNTHETIC_OBJECTS);
+    if (arity > IG_TOPO_MAX_SYNTHETIC_ARITY)
+        return ig_error_set(
+            err, IG_ERR_CAPACITY,
+            "synthetic topology '%.80s' has a level of %zu objects under one parent: "
+            "more than %d (hwloc's load time grows with the cube of it; split the "
+            "level, e.g. 'pack:2 core:64 pu:2')",
+            desc, arity, IG_TOPO_MAX_SYNTHETIC_ARITY);
     ig_topo *t = NULL;
     IG_TRY(topo_new(IG_TOPO_SRC_SYNTHETIC, desc, &t, err));
     if (hwloc_topology_set_synthetic(t->hw, desc) != 0 || hwloc_topology_load(t->hw) != 0) {

@@ -68,6 +68,10 @@ int ig_topo_xml_full_parser(void);
 /* Most objects a synthetic description may ask for (its levels' counts multiplied, summed over the
  * levels): hwloc takes minutes for millions. */
 #define IG_TOPO_MAX_SYNTHETIC_OBJECTS 16384
+/* Most children of one object (a level's count): hwloc inserts siblings in time that grows with
+ * the cube of their number (a flat "14400" took 27 s, found by tools/fuzz.sh topo); real machines
+ * have at most a few hundred per level. */
+#define IG_TOPO_MAX_SYNTHETIC_ARITY 1024
 ig_status ig_topo_load_synthetic(const char *desc, ig_topo **out, ig_error *err);
 void ig_topo_free(ig_topo *t);
 
