@@ -84,7 +84,7 @@ struct ig_exp {
     int n_origins;
     ig_exp_mode mode;
     exp_node *mode_node;
-    int any_modeled; /* some point is modeled (mode: modeled, or [measured, modeled]) */
+    int any_modeled;  /* some point is modeled (mode: modeled, or [measured, modeled]) */
     unsigned metrics; /* bit i: exp_metric_names[i] */
     exp_node *metrics_node;
     exp_axis *axes;
