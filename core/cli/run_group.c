@@ -106,7 +106,8 @@ static json_object *machine_state(int threads) {
         char line[512];
         while (fgets(line, sizeof line, f)) {
             double v;
-            if (!strncmp(line, "cpu MHz", 7) && sscanf(strchr(line, ':') + 1, "%lf", &v) == 1) {
+            const char *colon = strchr(line, ':');
+            if (!strncmp(line, "cpu MHz", 7) && colon && sscanf(colon + 1, "%lf", &v) == 1) {
                 mhz += v;
                 n++;
             }
