@@ -41,6 +41,65 @@ static int count_inside(hwloc_topology_t hw, hwloc_const_cpuset_t set, hwloc_obj
     return hwloc_get_nbobjs_inside_cpuset_by_type(hw, set, type);
 }
 
+/* Cores and PUs inside every NUMA node's cpuset, as count_inside gives them, in time linear in
+ * the topology: count_inside per node walks every core and PU, so a topology of thousands of
+ * nodes and PUs (a hostile XML or synthetic description) took seconds to minutes. Counts per
+ * subtree are summed bottom-up over the normal tree (indexed by depth and logical index); a node
+ * attached under object P (its first normal ancestor) with P's cpuset holds P's subtree and the
+ * ancestors of P whose cpusets equal P's. A node whose cpuset differs from P's (hwloc makes them
+ * equal; kept for exactness) is counted the slow way. */
+static ig_status count_numa_contents(hwloc_topology_t hw, ig_topo_numa *numa, int nn,
+                                     ig_error *err) {
+    int depth = hwloc_topology_get_depth(hw);
+    int **cnt = ig_calloc((size_t)depth * 2, sizeof *cnt, err);
+    if (!cnt) return IG_ERR_NOMEM;
+    ig_status st = IG_OK;
+    for (int d = 0; d < depth; d++)
+        for (int w = 0; w < 2; w++) {
+            int n = hwloc_get_nbobjs_by_depth(hw, (int)d);
+            cnt[2 * d + w] = ig_calloc(n > 0 ? (size_t)n : 1, sizeof(int), err);
+            if (!cnt[2 * d + w]) {
+                st = IG_ERR_NOMEM;
+                goto done;
+            }
+        }
+    static const hwloc_obj_type_t types[2] = {HWLOC_OBJ_CORE, HWLOC_OBJ_PU};
+    for (int d = depth - 1; d >= 0; d--) {
+        int n = hwloc_get_nbobjs_by_depth(hw, (int)d);
+        for (int i = 0; i < n; i++) {
+            hwloc_obj_t o = hwloc_get_obj_by_depth(hw, (int)d, (unsigned)i);
+            for (int w = 0; w < 2; w++) {
+                int c = o->type == types[w] && o->cpuset && !hwloc_bitmap_iszero(o->cpuset);
+                for (hwloc_obj_t ch = o->first_child; ch; ch = ch->next_sibling)
+                    if (ch->depth > d && ch->depth < depth)
+                        c += cnt[2 * ch->depth + w][ch->logical_index];
+                cnt[2 * d + w][i] = c;
+            }
+        }
+    }
+    for (int i = 0; i < nn; i++) {
+        hwloc_obj_t nd = hwloc_get_obj_by_type(hw, HWLOC_OBJ_NUMANODE, (unsigned)i);
+        hwloc_obj_t p = nd->parent;
+        while (p && !hwloc_obj_type_is_normal(p->type)) p = p->parent;
+        if (!nd->cpuset || hwloc_bitmap_iszero(nd->cpuset)) continue; /* counts stay 0 */
+        if (!p || !p->cpuset || !hwloc_bitmap_isequal(p->cpuset, nd->cpuset)) {
+            numa[i].n_cores = count_inside(hw, nd->cpuset, HWLOC_OBJ_CORE);
+            numa[i].n_pus = count_inside(hw, nd->cpuset, HWLOC_OBJ_PU);
+            continue;
+        }
+        int c[2] = {cnt[2 * p->depth][p->logical_index], cnt[2 * p->depth + 1][p->logical_index]};
+        for (hwloc_obj_t a = p->parent;
+             a && a->cpuset && hwloc_bitmap_isequal(a->cpuset, p->cpuset); a = a->parent)
+            for (int w = 0; w < 2; w++) c[w] += a->type == types[w];
+        numa[i].n_cores = c[0];
+        numa[i].n_pus = c[1];
+    }
+done:
+    for (int d = 0; d < 2 * depth; d++) free(cnt[d]);
+    free(cnt);
+    return st;
+}
+
 static int numa_package(hwloc_topology_t hw, hwloc_obj_t node) {
     hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(hw, HWLOC_OBJ_PACKAGE, node);
     if (pkg) return (int)pkg->logical_index;
@@ -168,10 +227,9 @@ static ig_status extract(ig_topo *t, ig_error *err) {
         ig_topo_numa *o = &t->numa[i];
         o->os_index = (int)nd->os_index;
         o->local_bytes = (size_t)nd->attr->numanode.local_memory;
-        o->n_cores = count_inside(hw, nd->cpuset, HWLOC_OBJ_CORE);
-        o->n_pus = count_inside(hw, nd->cpuset, HWLOC_OBJ_PU);
         o->package = numa_package(hw, nd);
     }
+    IG_TRY(count_numa_contents(hw, t->numa, nn, err));
 
     /* GPUs: every cudaN OS device, then NVIDIA display/3D PCI devices that have none. */
     int cap = 0;

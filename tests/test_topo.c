@@ -294,6 +294,82 @@ static void test_synthetic(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "'bogus' is not an hwloc object type"));
 }
 
+/* ---- per-node counts against hwloc's own ---------------------------------------------------- */
+
+/* The cores and PUs of every NUMA node as hwloc counts them (objects inside the node's cpuset),
+ * computed here from a topology hwloc loads itself, against what ig_topo extracted (summed
+ * bottom-up since the fuzzer found the per-node count quadratic). */
+static void check_counts_against_hwloc(const ig_topo *t, hwloc_topology_t hw, const char *what) {
+    int nn = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
+    CU_ASSERT_EQUAL_FATAL(ig_topo_n_numa(t), nn);
+    for (int i = 0; i < nn; i++) {
+        hwloc_obj_t nd = hwloc_get_obj_by_type(hw, HWLOC_OBJ_NUMANODE, (unsigned)i);
+        int cores = 0, pus = 0;
+        if (nd->cpuset && !hwloc_bitmap_iszero(nd->cpuset)) {
+            cores = hwloc_get_nbobjs_inside_cpuset_by_type(hw, nd->cpuset, HWLOC_OBJ_CORE);
+            pus = hwloc_get_nbobjs_inside_cpuset_by_type(hw, nd->cpuset, HWLOC_OBJ_PU);
+        }
+        const ig_topo_numa *n = ig_topo_numa_at(t, i);
+        if (n->n_cores != cores || n->n_pus != pus)
+            fprintf(stderr, "\n    %s node %d: %d cores / %d PUs, hwloc %d / %d\n", what, i,
+                    n->n_cores, n->n_pus, cores, pus);
+        CU_ASSERT_EQUAL(n->n_cores, cores);
+        CU_ASSERT_EQUAL(n->n_pus, pus);
+    }
+}
+
+static void test_counts_match_hwloc(void) {
+    const char *synth[] = {"pack:2 numa:1 core:4 pu:2",
+                           "pack:1 group:2 numa:2 core:2 pu:1",
+                           "numa:3 pack:2 core:2 pu:2",
+                           "pack:2 l3:2 numa:2 core:3 pu:1",
+                           "7 60 4",
+                           "pack:4 core:8 numa:2 pu:2"};
+    for (size_t k = 0; k < sizeof synth / sizeof synth[0]; k++) {
+        ig_topo *t = NULL;
+        ig_error err;
+        ig_error_clear(&err);
+        if (ig_topo_load_synthetic(synth[k], &t, &err) != IG_OK) {
+            /* a shape hwloc refuses is not a count check */
+            fprintf(stderr, "\n    note: '%s' refused: %s ", synth[k], err.msg);
+            continue;
+        }
+        hwloc_topology_t hw;
+        CU_ASSERT_EQUAL_FATAL(hwloc_topology_init(&hw), 0);
+        CU_ASSERT_EQUAL_FATAL(hwloc_topology_set_synthetic(hw, synth[k]), 0);
+        CU_ASSERT_EQUAL_FATAL(hwloc_topology_load(hw), 0);
+        check_counts_against_hwloc(t, hw, synth[k]);
+        hwloc_topology_destroy(hw);
+        ig_topo_free(t);
+    }
+    const char *xml[] = {"hwloc/32em64t-2n8c2t-pci-normalio.xml",
+                         "hwloc/8intel64-4n2t-memattrs.xml", "hwloc/96em64t-4n4d3ca2co-pci.xml",
+                         "hwloc/power8gpudistances.xml"};
+    char fx[2][4096];
+    snprintf(fx[0], sizeof fx[0], "%s", ig_test_fixture("topo/two_socket_two_gpu.xml"));
+    snprintf(fx[1], sizeof fx[1], "%s", ig_test_fixture("topo/gpu_on_machine_no_cuda.xml"));
+    const char *paths[6] = {fx[0], fx[1]};
+    int np = 2;
+    for (size_t k = 0; k < sizeof xml / sizeof xml[0]; k++) {
+        const char *p = ig_test_shared(xml[k]);
+        if (p) paths[np++] = strdup(p);
+    }
+    for (int k = 0; k < np; k++) {
+        ig_topo *t = NULL;
+        ig_error err;
+        ig_error_clear(&err);
+        CU_ASSERT_EQUAL_FATAL(ig_topo_load_xml(paths[k], &t, &err), IG_OK);
+        hwloc_topology_t hw;
+        CU_ASSERT_EQUAL_FATAL(hwloc_topology_init(&hw), 0);
+        CU_ASSERT_EQUAL_FATAL(hwloc_topology_set_xml(hw, paths[k]), 0);
+        CU_ASSERT_EQUAL_FATAL(hwloc_topology_load(hw), 0);
+        check_counts_against_hwloc(t, hw, paths[k]);
+        hwloc_topology_destroy(hw);
+        ig_topo_free(t);
+        if (k >= 2) free((void *)paths[k]);
+    }
+}
+
 /* ---- bad input ------------------------------------------------------------------------------- */
 
 static void expect_xml_error(const char *path, ig_status code, const char *needle) {
@@ -738,6 +814,7 @@ void ig_test_register(void) {
     CU_add_test(s, "print_and_json", test_print_and_json);
     CU_add_test(s, "shared_hwloc_files", test_shared_hwloc_files);
     CU_add_test(s, "synthetic", test_synthetic);
+    CU_add_test(s, "counts_match_hwloc", test_counts_match_hwloc);
     CU_add_test(s, "bad_xml", test_bad_xml);
     CU_add_test(s, "fixtures_either_parser", test_fixtures_either_parser);
     CU_add_test(s, "comment_minimal_parser", test_comment_minimal_parser);
