@@ -580,7 +580,8 @@ static size_t synthetic_objects(const char *desc, size_t *max_arity) {
         const char *colon = memchr(p, ':', len);
         const char *num = colon ? colon + 1 : p;
         if (*p != '[' && *p != '(' && isdigit((unsigned char)*num)) {
-            unsigned long long n = strtoull(num, NULL, 10);
+            /* base 0, as hwloc reads counts: "0030320" is octal 12496, not 30320 */
+            unsigned long long n = strtoull(num, NULL, 0);
             if (n > IG_TOPO_MAX_SYNTHETIC_OBJECTS) n = IG_TOPO_MAX_SYNTHETIC_OBJECTS + 1;
             if (n > *max_arity) *max_arity = (size_t)n;
             per_level *= n ? (size_t)n : 1;
@@ -601,6 +602,15 @@ ig_status ig_topo_load_synthetic(const char *desc, ig_topo **out, ig_error *err)
         return ig_error_set(err, IG_ERR_FORMAT,
                             "synthetic topology of %zu characters: longer than 4096", strlen(desc));
     size_t arity = 0;
+    /* hwloc separates levels at any white space; the count below only at blanks and tabs, so a
+     * description with another control character (a vertical tab) could hide a level from it */
+    for (const char *c = desc; *c; c++)
+        if ((unsigned char)*c < 0x20 && *c != '\t')
+            return ig_error_set(
+                err, IG_ERR_INVALID_ARG,
+                "synthetic topology: control character 0x%02x at offset %td (levels "
+                "are separated by spaces)",
+                (unsigned char)*c, c - desc);
     if (synthetic_objects(desc, &arity) > IG_TOPO_MAX_SYNTHETIC_OBJECTS)
         return ig_error_set(err, IG_ERR_CAPACITY,
                             "synthetic topology '%.80s' asks for more than %d objects (the levels' "

@@ -292,6 +292,16 @@ static void test_synthetic(void) {
     }
     ig_topo_load_synthetic("pack:2 bogus:3", &t, &err);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "'bogus' is not an hwloc object type"));
+    /* counts read as hwloc reads them (base 0: octal 0030320 = 12496 PUs under one parent, over
+     * the arity bound), and no separator the bound's scan would miss (the fuzzer's 36 s input) */
+    CU_ASSERT_NOT_EQUAL(ig_topo_load_synthetic("pack:1 pu:0030320", &t, &err), IG_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "under one parent"));
+    CU_ASSERT_NOT_EQUAL(ig_topo_load_synthetic("1pu:\v\v0030320", &t, &err), IG_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "control character 0x0b at offset 4"));
+    CU_ASSERT_EQUAL_FATAL(ig_topo_load_synthetic("pack:2 core:0x10 pu:2", &t, &err), IG_OK);
+    CU_ASSERT_EQUAL(ig_topo_n_numa(t), 1);
+    CU_ASSERT_EQUAL(ig_topo_numa_at(t, 0)->n_pus, 64);
+    ig_topo_free(t);
 }
 
 /* ---- per-node counts against hwloc's own ---------------------------------------------------- */
