@@ -254,6 +254,7 @@ static void test_defaults(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(canon);
     const char *want =
         "{\"backend\":\"cpu\",\"hardware\":null,\"measure\":{\"baseline\":null,\"noise\":0.1,"
+        "\"prefill\":\"every\","
         "\"repeat\":3,\"warmup\":true},\"metrics\":[\"throughput\"],\"mode\":\"measured\","
         "\"model\":{"
         "\"dtype\":\"f32\",\"path\":\"default\",\"shape\":null},\"name\":\"minimal\",\"output\":"

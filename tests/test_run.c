@@ -626,6 +626,65 @@ static void test_repeats(void) {
     free(r);
 }
 
+/* measure.prefill: once: each point prefilled once, its repeats decoding on: repeat r covers the
+ * steps [2 + r * gen_len, 2 + (r + 1) * gen_len) after the prompt (two warm-up steps first), the
+ * one prefill measurement is every repeat's, and the rounds stay interleaved. */
+static void test_prefill_once(void) {
+    char body[8192];
+    snprintf(body, sizeof body,
+             "workload: {batch: 2, prompt_len: 8, gen_len: 4, text: %s}\n"
+             "placement: {kv: {gpu: 0, cpu: 100}}\n"
+             "policies: [full, {name: h2o, params: {heavy_ratio: 0.2}}]\n"
+             "metrics: [throughput, bytes]\n"
+             "measure: {repeat: 3, baseline: full, prefill: once}\n",
+             g_text);
+    const char *exp = write_exp("once", "once", body);
+    ig_test_run *r = malloc(sizeof *r);
+    char args[8192];
+    snprintf(args, sizeof args, "run '%s' --no-plot", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    const char *a = strstr(r->err, "policy=full (prefill)");
+    const char *b = strstr(r->err, "(heavy_ratio=0.2) (prefill)");
+    const char *c = b ? strstr(b, "policy=full (repeat 1/3)") : NULL;
+    const char *d = c ? strstr(c, "(heavy_ratio=0.2) (repeat 1/3)") : NULL;
+    const char *e = d ? strstr(d, "policy=full (repeat 2/3)") : NULL;
+    CU_ASSERT(a && b && c && d && e && a < b);
+    CU_ASSERT_PTR_NULL(strstr(r->err, "(warm-up)"));
+    recs rs;
+    load_recs("once", &rs);
+    CU_ASSERT_EQUAL_FATAL(rs.n_ok, 2);
+    for (int i = 0; i < 2; i++) {
+        json_object *m, *reps, *v, *ms;
+        CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[i], "metrics", &m));
+        CU_ASSERT_FATAL(json_object_object_get_ex(m, "repeats", &reps));
+        CU_ASSERT_EQUAL_FATAL(json_object_array_length(reps), 3);
+        double pf0 = -1;
+        for (int k = 0; k < 3; k++) {
+            json_object *one = json_object_array_get_idx(reps, (size_t)k), *dc;
+            CU_ASSERT_FATAL(json_object_object_get_ex(one, "decode_context", &dc));
+            CU_ASSERT_EQUAL(json_object_get_int(json_object_array_get_idx(dc, 0)), 8 + 2 + 4 * k);
+            CU_ASSERT_EQUAL(json_object_get_int(json_object_array_get_idx(dc, 1)),
+                            8 + 2 + 4 * (k + 1));
+            CU_ASSERT(json_object_object_get_ex(one, "prefill_measured", &v) &&
+                      !strcmp(json_object_get_string(v), "once"));
+            CU_ASSERT_FATAL(json_object_object_get_ex(one, "prefill_s", &v));
+            double pf = json_object_get_double(v);
+            CU_ASSERT(pf > 0);
+            if (k == 0) pf0 = pf;
+            CU_ASSERT(pf == pf0); /* one prefill, shared by the repeats */
+            CU_ASSERT(json_object_object_get_ex(one, "decode_throughput_tok_s", &v) &&
+                      json_object_get_double(v) > 0);
+        }
+        CU_ASSERT(json_object_object_get_ex(rs.r[i], "machine_state", &ms) &&
+                  json_object_object_get_ex(ms, "prefill", &v) &&
+                  !strcmp(json_object_get_string(v), "once"));
+    }
+    free_recs(&rs);
+    free(r);
+}
+
 /* mode: [measured, modeled] is an axis: every point both ways, the modeled series dashed in the
  * measured one's colour. */
 static void test_mode_axis(void) {
@@ -681,5 +740,6 @@ void ig_test_register(void) {
     CU_add_test(s, "shipped_configs", test_shipped_configs);
     CU_add_test(s, "dummy_model", test_dummy_model);
     CU_add_test(s, "repeats", test_repeats);
+    CU_add_test(s, "prefill_once", test_prefill_once);
     CU_add_test(s, "mode_axis", test_mode_axis);
 }

@@ -52,6 +52,7 @@ typedef struct run_cfg {
     int act_disk;
     int joint_prefill; /* all prompts in one call (else one call per prompt) */
     int xfer_threads;  /* the engine's transfer threads (0: auto, -1: none) */
+    const ig_link_model *kv_link;
 } run_cfg;
 
 typedef struct run_out {
@@ -86,7 +87,8 @@ static int run(const ig_model *m, const run_cfg *rc, run_out *out) {
                         .act_disk_seqs = rc->act_disk,
                         .kv_disk = rc->kv_disk,
                         .kv_disk_slots = rc->kv_disk_slots,
-                        .xfer_threads = rc->xfer_threads};
+                        .xfer_threads = rc->xfer_threads,
+                        .kv_link = rc->kv_link};
     ig_engine *e = NULL;
     if (ig_engine_create(m, &o, &e, &err) != IG_OK) {
         fprintf(stderr, "%s\n", err.msg);
@@ -403,6 +405,53 @@ static void test_async_store(void) {
                 }
 }
 
+/* The link model on KV rows: each layer's fetch and store of the host-homed slots lasts at least
+ * the modelled time of the bytes the stats count, so the transfer time is bounded below by
+ * (h2d + d2h bytes) / bandwidth whatever the machine's load (a lower bound only: a busy machine
+ * makes it longer, never shorter). Timing must not change what is computed: the logits and the
+ * bytes equal the run without the model, bit for bit, in place (where only the wait is added)
+ * and with copies. */
+static void test_kv_link(void) {
+    static const char *policies[] = {"full", "h2o", "int4", "infinigen", "quest"};
+    ig_link_model link = {1, {0.01, 0.01}, {0, 0}}; /* 10 MB/s: far slower than any memcpy */
+    for (int mi = 0; mi < 2; mi++)
+        for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++)
+            for (int acc = 0; acc < 2; acc++)
+                for (int dev = 0; dev <= 2; dev += 2) {
+                    if (acc == 0 && !strcmp(policies[p], "int4")) continue; /* encoded rows */
+                    run_out o[2];
+                    for (int t = 0; t < 2; t++) {
+                        run_cfg rc = {.policy = policies[p],
+                                      .access = acc ? IG_KV_ACCESS_COPY : IG_KV_ACCESS_INPLACE,
+                                      .kv_device_slots = dev,
+                                      .xfer_threads = t ? 0 : -1,
+                                      .kv_link = t ? &link : NULL};
+                        CU_ASSERT_FATAL(run(g_models[mi], &rc, &o[t]) == 0);
+                    }
+                    const ig_kv_stats *a = &o[0].kv, *b = &o[1].kv;
+                    int same = o[0].n == o[1].n &&
+                               memcmp(o[0].logits, o[1].logits, o[0].n * sizeof(float)) == 0;
+                    if (!same)
+                        fprintf(stderr, "\n    %s %s acc %d dev %d: logits differ (%g) ",
+                                g_fixtures[mi], policies[p], acc, dev,
+                                o[0].n == o[1].n ? rel_diff(o[0].logits, o[1].logits, o[0].n) : -1);
+                    CU_ASSERT(same);
+                    CU_ASSERT(a->h2d_bytes == b->h2d_bytes && a->h2d_bytes > 0);
+                    CU_ASSERT(a->d2h_bytes == b->d2h_bytes && a->d2h_bytes > 0);
+                    CU_ASSERT(a->selected_rows == b->selected_rows);
+                    double modelled = (b->h2d_bytes + b->d2h_bytes) / (link.gbps[0] * 1e9);
+                    if (!(b->transfer_s >= modelled))
+                        fprintf(stderr,
+                                "\n    %s acc %d dev %d: transfer %.6f s < modelled %.6f s ",
+                                policies[p], acc, dev, b->transfer_s, modelled);
+                    CU_ASSERT(b->transfer_s >= modelled);
+                    /* the stores went through the transfer thread the link model starts */
+                    CU_ASSERT(b->store_jobs > 0);
+                    free(o[0].logits);
+                    free(o[1].logits);
+                }
+}
+
 /* A disk read that fails in the middle of a decode step (the KV file cut short behind the
  * engine's back): the call fails naming the file, nothing is left queued, and later calls fail
  * the same way instead of tripping an assertion. */
@@ -452,4 +501,5 @@ void ig_test_register(void) {
     CU_add_test(s, "kv_disk", test_kv_disk);
     CU_add_test(s, "kv_disk_error", test_kv_disk_error);
     CU_add_test(s, "async_store", test_async_store);
+    CU_add_test(s, "kv_link", test_kv_link);
 }

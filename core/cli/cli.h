@@ -209,6 +209,16 @@ typedef struct ig_decode_measure {
 ig_status ig_cli_measure_decode(ig_engine *e, struct ig_wstream *ws, const int32_t *prompt, int B,
                                 int P, int G, int warmup_steps, const char *progress,
                                 ig_decode_measure *out, ig_error *err);
+/* Its two halves. Prefill: the untimed warm-up forward, then the B prompts, timed into
+ * *prefill_s; next[B] receives each sequence's first generated token. Steps: warmup_steps untimed
+ * and G timed decode steps of the whole batch from next[] (updated to the tokens after them), with
+ * the stats and out->decode_s of the timed steps (out->prefill_s is left 0). Steps may be called
+ * again on the same engine to decode further, while the engine has room. */
+ig_status ig_cli_measure_prefill(ig_engine *e, const int32_t *prompt, int B, int P,
+                                 const char *progress, int32_t *next, double *prefill_s,
+                                 ig_error *err);
+ig_status ig_cli_measure_steps(ig_engine *e, struct ig_wstream *ws, int B, int warmup_steps, int G,
+                               int32_t *next, ig_decode_measure *out, ig_error *err);
 
 void ig_cli_common_init(ig_cli_common *c);
 /* Handles one of the common options; returns 1 if it was one, 0 if not, -1 on a bad value. */

@@ -8,20 +8,14 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "offload/wstream.h"
 
-ig_status ig_cli_measure_decode(ig_engine *e, struct ig_wstream *ws, const int32_t *prompt, int B,
-                                int P, int G, int warmup_steps, const char *progress,
-                                ig_decode_measure *out, ig_error *err) {
-    memset(out, 0, sizeof *out);
+ig_status ig_cli_measure_prefill(ig_engine *e, const int32_t *prompt, int B, int P,
+                                 const char *progress, int32_t *next, double *prefill_s,
+                                 ig_error *err) {
     int V = ig_model_get_config(ig_engine_model(e))->vocab;
-    int32_t *next = malloc((size_t)B * sizeof(int32_t));
-    ig_seq_tokens *seqs = malloc((size_t)B * sizeof *seqs);
-    float *logits = malloc((size_t)B * (size_t)V * sizeof(float));
-    ig_status st = IG_OK;
+    float *logits = malloc((size_t)V * sizeof(float));
     int tty = progress && ig_cli_stderr_is_tty();
-    if (!next || !seqs || !logits) {
-        st = ig_error_set(err, IG_ERR_NOMEM, "out of memory for %d sequences' logits", B);
-        goto out;
-    }
+    if (!logits) return ig_error_set(err, IG_ERR_NOMEM, "out of memory for the logits");
+    ig_status st = IG_OK;
     { /* warm-up (threads, first touch of the buffers), not timed */
         ig_seq_tokens q = {0, prompt, P < 16 ? P : 16};
         st = ig_engine_forward(e, &q, 1, err);
@@ -40,9 +34,25 @@ ig_status ig_cli_measure_decode(ig_engine *e, struct ig_wstream *ws, const int32
             fprintf(stderr, "%s%s: prefill %d/%d%s", tty ? "\r" : "", progress, s + 1, B,
                     tty ? "" : "\n");
     }
-    out->prefill_s = ig_time_s() - t0;
+    *prefill_s = ig_time_s() - t0;
     if (tty) fputc('\n', stderr);
-    double t1 = 0;
+out:
+    free(logits);
+    return st;
+}
+
+ig_status ig_cli_measure_steps(ig_engine *e, struct ig_wstream *ws, int B, int warmup_steps, int G,
+                               int32_t *next, ig_decode_measure *out, ig_error *err) {
+    memset(out, 0, sizeof *out);
+    int V = ig_model_get_config(ig_engine_model(e))->vocab;
+    ig_seq_tokens *seqs = malloc((size_t)B * sizeof *seqs);
+    float *logits = malloc((size_t)B * (size_t)V * sizeof(float));
+    ig_status st = IG_OK;
+    if (!seqs || !logits) {
+        st = ig_error_set(err, IG_ERR_NOMEM, "out of memory for %d sequences' logits", B);
+        goto out;
+    }
+    double t1 = ig_time_s();
     for (int step = 0; step < warmup_steps + G; step++) {
         if (step == warmup_steps) {
             ig_engine_reset_stats(e);
@@ -60,8 +70,21 @@ ig_status ig_cli_measure_decode(ig_engine *e, struct ig_wstream *ws, const int32
     out->kv = ig_engine_get_kv_stats(e);
     if (ws) out->ws = ig_wstream_get_stats(ws);
 out:
-    free(next);
     free(seqs);
     free(logits);
+    return st;
+}
+
+ig_status ig_cli_measure_decode(ig_engine *e, struct ig_wstream *ws, const int32_t *prompt, int B,
+                                int P, int G, int warmup_steps, const char *progress,
+                                ig_decode_measure *out, ig_error *err) {
+    memset(out, 0, sizeof *out);
+    int32_t *next = malloc((size_t)(B > 0 ? B : 1) * sizeof(int32_t));
+    if (!next) return ig_error_set(err, IG_ERR_NOMEM, "out of memory for %d sequences", B);
+    double prefill_s = 0;
+    ig_status st = ig_cli_measure_prefill(e, prompt, B, P, progress, next, &prefill_s, err);
+    if (st == IG_OK) st = ig_cli_measure_steps(e, ws, B, warmup_steps, G, next, out, err);
+    out->prefill_s = prefill_s;
+    free(next);
     return st;
 }

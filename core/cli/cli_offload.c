@@ -230,6 +230,7 @@ ig_status ig_cli_offload_setup_err(const char *cmd, ig_cli_offload *o, const ig_
     eo->act_disk = o->disk;
     eo->act_disk_seqs = n_act_disk;
     eo->act_link = &o->link;
+    eo->kv_link = &o->link;
     eo->kv_topo = o->topo; /* the KV home: on the node the plan chose for host KV */
     eo->kv_numa = o->kv_numa = -1;
     for (int i = 0; i < n_seqs; i++)

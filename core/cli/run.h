@@ -25,6 +25,17 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
 ig_status ig_run_point_timed(const ig_exp_point *pt, json_object *metrics, int *link_on,
                              ig_error *err);
 ig_status ig_run_point_ppl(const ig_exp_point *pt, json_object *metrics, ig_error *err);
+/* measure.prefill: once. A measured point's engine, its prompts prefilled once (timed: the
+ * prefill_s of every measurement) and warmup_steps untimed decode steps run, kept for `repeats`
+ * measurements of gen_len decode steps each, every one continuing the same sequences: measurement
+ * r decodes the steps [warmup_steps + r * gen_len, + gen_len) after the prompt (the record's
+ * decode_context). The point's pt must outlive the session. */
+typedef struct ig_run_session ig_run_session;
+ig_status ig_run_session_open(const ig_exp_point *pt, int repeats, int warmup_steps,
+                              ig_run_session **out, int *link_on, ig_error *err);
+/* The next measurement's metrics (the same names as ig_run_point_timed's). */
+ig_status ig_run_session_decode(ig_run_session *s, json_object *metrics, ig_error *err);
+void ig_run_session_close(ig_run_session *s);
 /* The repeat the next timed measurement is (-1: the warm-up); for IGEN_RUN_INJECT_DELAY. */
 void ig_run_set_repeat(int r);
 /* Where skew=auto keeps the skew files it calibrates (OUTPUT/skew/); "results" by default. */

@@ -1,10 +1,11 @@
 /* igen run's measurement protocol (docs/config.md, "Repeats, intervals, noise"): the points of a
  * group (the same config but for the policy) are measured interleaved, A B C A B C, so that drift
  * of the machine hits every policy alike: one untimed warm-up run (of the group's first point),
- * then `measure.repeat` timed rounds. Each record keeps every repeat's figures, and per timed
- * metric the median (the value reported), min, max, mean and a 95% interval; a point whose relative
- * spread exceeds `measure.noise` is marked noisy; with `measure.baseline` the speedups of every
- * point against the baseline policy are computed pair by pair within a round. Perplexity is
+ * then `measure.repeat` timed rounds (with measure.prefill: once, every point is prefilled once
+ * and kept, its rounds decoding on from there). Each record keeps every repeat's figures, and per
+ * timed metric the median (the value reported), min, max, mean and a 95% interval; a point whose
+ * relative spread exceeds `measure.noise` is marked noisy; with `measure.baseline` the speedups of
+ * every point against the baseline policy are computed pair by pair within a round. Perplexity is
  * deterministic and runs once per point, after the timed rounds. */
 #include <math.h>
 #include <stdio.h>
@@ -153,6 +154,7 @@ typedef struct member {
     json_object *rec, *metrics;
     json_object **reps; /* [repeat] metrics of each timed repeat */
     int failed, link_on;
+    ig_run_session *sess; /* measure.prefill: once */
     ig_error err;
     double t0, elapsed;
 } member;
@@ -289,8 +291,29 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
             ig_error_set(&ms[i].err, IG_ERR_NOMEM, "out of memory");
         }
     }
+    /* measure.prefill: once: every member's engine prefilled now (its warm-up: WARMUP_STEPS
+     * untimed decode steps), each round decoding on from where the last one stopped */
+    int once = timed && ms[0].pt.prefill_once;
+    enum { WARMUP_STEPS = 2 };
+    for (int i = 0; once && i < n; i++) {
+        member *m = &ms[i];
+        if (m->failed) continue;
+        if (pg && pg_idx) {
+            char lab[1200];
+            snprintf(lab, sizeof lab, "%s (prefill)", ig_exp_point_label(x, m->index));
+            ig_progress_point(pg, pg_idx[i], lab);
+        }
+        double t0 = ig_time_s();
+        m->t0 = t0;
+        int link_on = 0;
+        if (ig_run_session_open(&m->pt, R, m->pt.warmup ? WARMUP_STEPS : 0, &m->sess, &link_on,
+                                &m->err) != IG_OK)
+            m->failed = 1;
+        m->link_on |= link_on;
+        m->elapsed += ig_time_s() - t0;
+    }
     /* rounds: -1 the warm-up (untimed, discarded), then 0 .. R-1; modeled points once */
-    int first = timed && ms[0].pt.warmup ? -1 : 0, last = timed ? R : 1;
+    int first = timed && ms[0].pt.warmup && !once ? -1 : 0, last = timed ? R : 1;
     for (int r = first; r < last; r++)
         for (int i = 0; i < n; i++) {
             member *m = &ms[i];
@@ -310,11 +333,12 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
                 ig_progress_point(pg, pg_idx[i], lab);
             }
             double t0 = ig_time_s();
-            if (r == first) m->t0 = t0;
+            if (r == first && !once) m->t0 = t0;
             json_object *mx = json_object_new_object();
             ig_run_set_repeat(r);
             int link_on = 0;
-            ig_status st = ig_run_point_timed(&m->pt, mx, &link_on, &m->err);
+            ig_status st = m->sess ? ig_run_session_decode(m->sess, mx, &m->err)
+                                   : ig_run_point_timed(&m->pt, mx, &link_on, &m->err);
             m->link_on |= link_on;
             if (st != IG_OK) {
                 m->failed = 1;
@@ -334,6 +358,10 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
             m->elapsed += ig_time_s() - t0;
         }
     ig_run_set_repeat(-1);
+    for (int i = 0; i < n; i++) { /* the engines go before the perplexity runs */
+        ig_run_session_close(ms[i].sess);
+        ms[i].sess = NULL;
+    }
     if (timed) {
         for (int i = 0; i < n; i++)
             if (!ms[i].failed) summarize(&ms[i], R);
@@ -359,7 +387,8 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
         json_object_object_add(ms_o, "after", json_object_get(state_after));
         json_object_object_add(ms_o, "group_size", json_object_new_int(n));
         json_object_object_add(ms_o, "repeats", json_object_new_int(timed ? R : 1));
-        json_object_object_add(ms_o, "warmup", json_object_new_boolean(timed && first < 0));
+        json_object_object_add(ms_o, "warmup", json_object_new_boolean(timed && m->pt.warmup));
+        json_object_object_add(ms_o, "prefill", json_object_new_string(once ? "once" : "every"));
         json_object_object_add(rec, "machine_state", ms_o);
         json_object_object_add(rec, "elapsed_s", json_object_new_double(m->elapsed));
         json_object_object_add(rec, "link_model", json_object_new_boolean(m->link_on));

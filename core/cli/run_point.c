@@ -187,9 +187,9 @@ static ig_status auto_skew(const ig_exp_point *pt, ig_model *m, json_object *mx,
     return IG_OK;
 }
 
+/* skew_set: where a skew=auto setting's replacement lives (4300 bytes; it must outlive pol). */
 static int policy_setup_m(const ig_exp_point *pt, ig_model *m, json_object *mx, ig_cli_policy *pol,
-                          ig_error *err) {
-    static char skew_set[4300];
+                          char *skew_set, ig_error *err) {
     ig_cli_policy_init(pol);
     pol->name = pt->policy;
     for (int i = 0; i < pt->n_settings && i < IG_CLI_POLICY_MAX_SETS; i++) {
@@ -197,7 +197,7 @@ static int policy_setup_m(const ig_exp_point *pt, ig_model *m, json_object *mx, 
         if (!strcmp(pt->settings[i], "skew=auto") && m) {
             char path[4200];
             if (auto_skew(pt, m, mx, path, sizeof path, err) != IG_OK) return -1;
-            snprintf(skew_set, sizeof skew_set, "skew=%s", path);
+            snprintf(skew_set, 4300, "skew=%s", path);
             pol->sets[pol->n_sets - 1] = skew_set;
         }
     }
@@ -255,66 +255,121 @@ static double injected_delay(const ig_exp_point *pt) {
     return sec;
 }
 
-/* Throughput, traffic and recall: batch prompts of prompt_len tokens prefilled one sequence per
- * call, then gen_len greedy decode steps of the whole batch (igen bench-decode's procedure). */
-static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object *mx, int *link_on,
-                                ig_error *err) {
+/* What a measured throughput point holds while it runs: the policy, the placement (and their
+ * option strings), the prompts, the engine. With measure.prefill: once it outlives one
+ * measurement (ig_run_session). */
+struct ig_run_session {
+    const ig_exp_point *pt;
+    ig_cli_policy pol;
+    ig_cli_offload off;
+    char pct[256], link[256], skew_set[4300];
+    int32_t *prompt, *next;
+    ig_engine *e;
+    int link_on, pol_ok, off_ok;
+    int steps;          /* decode steps run so far (after the prompt) */
+    double prefill_s;   /* measured once (session) */
+    json_object *fixed; /* metrics of the setup, the same in every measurement */
+};
+
+static void sess_teardown(ig_run_session *s) {
+    ig_engine_free(s->e);
+    if (s->off_ok) ig_cli_offload_free(&s->off);
+    if (s->pol_ok) ig_cli_policy_free(&s->pol);
+    free(s->prompt);
+    free(s->next);
+    json_object_put(s->fixed);
+    memset(s, 0, sizeof *s);
+}
+
+/* Policy, placement, prompts and an engine with room for max_ctx tokens per sequence; the setup's
+ * metrics go to s->fixed. On error s is torn down. */
+static ig_status sess_setup(const ig_exp_point *pt, ig_model *m, int max_ctx, ig_run_session *s,
+                            ig_error *err) {
+    memset(s, 0, sizeof *s);
+    s->pt = pt;
+    s->fixed = json_object_new_object();
     const ig_model_config *cfg = ig_model_get_config(m);
-    int B = pt->batch, P = pt->prompt_len, G = pt->gen_len;
-    if (P + G > cfg->max_pos)
-        return ig_error_set(err, IG_ERR_CAPACITY,
-                            "prompt_len %d + gen_len %d exceed the model's context of %d", P, G,
-                            cfg->max_pos);
+    int B = pt->batch, P = pt->prompt_len;
+    ig_status st = IG_OK;
+    if (!s->fixed) return ig_error_set(err, IG_ERR_NOMEM, "out of memory");
+    if (max_ctx > cfg->max_pos) {
+        st = ig_error_set(err, IG_ERR_CAPACITY,
+                          "prompt_len %d + the decode steps of the run (%d) exceed the model's "
+                          "context of %d",
+                          P, max_ctx - P, cfg->max_pos);
+        goto fail;
+    }
     size_t n_ids = 0, need = (size_t)B * (size_t)P;
     const int32_t *ids = text_ids(pt, m, &n_ids, err);
-    if (!ids && err->code) return err->code;
-    ig_cli_policy pol;
-    if (policy_setup_m(pt, m, mx, &pol, err) != 0) return err->code;
-    ig_cli_offload off;
-    char pct[256], link[256];
-    offload_setup(pt, &off, pct, sizeof pct, link, sizeof link);
-    int32_t *prompt = malloc(need * sizeof(int32_t));
-    ig_engine *e = NULL;
-    ig_status st = IG_OK;
-    if (!prompt) {
+    if (!ids && err->code) {
+        st = err->code;
+        goto fail;
+    }
+    if (policy_setup_m(pt, m, s->fixed, &s->pol, s->skew_set, err) != 0) {
+        st = err->code;
+        goto fail;
+    }
+    s->pol_ok = 1;
+    offload_setup(pt, &s->off, s->pct, sizeof s->pct, s->link, sizeof s->link);
+    s->off_ok = 1;
+    s->prompt = malloc(need * sizeof(int32_t));
+    s->next = malloc((size_t)B * sizeof(int32_t));
+    if (!s->prompt || !s->next) {
         st = ig_error_set(err, IG_ERR_NOMEM, "out of memory for %d prompts", B);
-        goto out;
+        goto fail;
     }
     if (ids && n_ids >= need) {
-        memcpy(prompt, ids, need * sizeof(int32_t));
+        memcpy(s->prompt, ids, need * sizeof(int32_t));
     } else {
         if (ids)
             IG_WARN("the text has %zu tokens, fewer than %d x %d: random prompts", n_ids, B, P);
         ig_rng rng;
         ig_rng_seed(&rng, 42);
         for (size_t i = 0; i < need; i++)
-            prompt[i] = (int32_t)(ig_rng_next(&rng) % (uint64_t)cfg->vocab);
+            s->prompt[i] = (int32_t)(ig_rng_next(&rng) % (uint64_t)cfg->vocab);
     }
-    json_object_object_add(mx, "prompt_source",
+    json_object_object_add(s->fixed, "prompt_source",
                            json_object_new_string(ids && n_ids >= need ? "text" : "random"));
-    ig_engine_opts eo = {
-        .max_seqs = B, .max_ctx = P + G, .max_batch_tokens = P > B ? P : B, .threads = pt->threads};
-    ig_cli_policy_apply(&pol, &eo);
+    ig_engine_opts eo = {.max_seqs = B,
+                         .max_ctx = max_ctx,
+                         .max_batch_tokens = P > B ? P : B,
+                         .threads = pt->threads};
+    ig_cli_policy_apply(&s->pol, &eo);
     eo.backend = ig_cli_select_backend(pt->backend ? pt->backend : "cpu");
-    st = ig_cli_offload_setup_err("run", &off, m, B, P, G, &pol, &eo, err);
+    st = ig_cli_offload_setup_err("run", &s->off, m, B, P, max_ctx - P, &s->pol, &eo, err);
     if (st != IG_OK) {
         if (!err->msg[0]) ig_error_set(err, st, "bad placement (see the message above)");
-        goto out;
+        goto fail;
     }
-    *link_on = off.active && off.link.on;
-    st = ig_engine_create(m, &eo, &e, err);
-    if (st != IG_OK) goto out;
-    json_object_object_add(mx, "backend",
-                           json_object_new_string(ig_backend_name(ig_engine_backend(e))));
-    ig_decode_measure dm;
-    st = ig_cli_measure_decode(e, off.ws, prompt, B, P, G, 0, NULL, &dm, err);
-    if (st != IG_OK) goto out;
-    double prefill_s = dm.prefill_s, decode_s = dm.decode_s;
-    decode_s += injected_delay(pt);
-    ig_engine_stats es = dm.es;
-    ig_kv_stats kv = dm.kv;
-    ig_wstream_stats ws = dm.ws;
+    s->link_on = s->off.active && s->off.link.on;
+    st = ig_engine_create(m, &eo, &s->e, err);
+    if (st != IG_OK) goto fail;
+    json_object_object_add(s->fixed, "backend",
+                           json_object_new_string(ig_backend_name(ig_engine_backend(s->e))));
+    return IG_OK;
+fail:
+    sess_teardown(s);
+    return st;
+}
+
+/* The metrics of one measurement: decode steps [ctx0, ctx0 + G) after the prompt. */
+static void put_decode(const ig_run_session *s, json_object *mx, double prefill_s,
+                       const ig_decode_measure *dm, int ctx0, int prefill_once) {
+    const ig_exp_point *pt = s->pt;
+    int B = pt->batch, G = pt->gen_len;
+    json_object_object_foreach(s->fixed, fk, fv)
+        json_object_object_add(mx, fk, json_object_get(fv));
+    double decode_s = dm->decode_s + injected_delay(pt);
+    ig_engine_stats es = dm->es;
+    ig_kv_stats kv = dm->kv;
+    ig_wstream_stats ws = dm->ws;
     double tokens = (double)B * (double)G;
+    json_object *dc = json_object_new_array();
+    json_object_array_add(dc, json_object_new_int(ctx0));
+    json_object_array_add(dc, json_object_new_int(ctx0 + G));
+    json_object_object_add(mx, "decode_context", dc);
+    json_object_object_add(mx, "prefill_measured",
+                           json_object_new_string(prefill_once ? "once" : "every"));
     if (pt->metric_throughput) {
         put_d(mx, "throughput_tok_s", tokens / (prefill_s + decode_s));
         put_d(mx, "decode_throughput_tok_s", tokens / decode_s);
@@ -348,12 +403,72 @@ static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object
         put_d(mx, "weight_h2d_bytes", ws.h2d_bytes);
         put_d(mx, "act_h2d_bytes", es.act_h2d_bytes);
     }
-out:
-    ig_engine_free(e);
-    ig_cli_offload_free(&off);
-    ig_cli_policy_free(&pol);
-    free(prompt);
+}
+
+/* Throughput, traffic and recall: batch prompts of prompt_len tokens prefilled one sequence per
+ * call, then gen_len greedy decode steps of the whole batch (igen bench-decode's procedure). */
+static ig_status measure_decode(const ig_exp_point *pt, ig_model *m, json_object *mx, int *link_on,
+                                ig_error *err) {
+    ig_run_session s;
+    ig_status st = sess_setup(pt, m, pt->prompt_len + pt->gen_len, &s, err);
+    if (st != IG_OK) return st;
+    *link_on = s.link_on;
+    ig_decode_measure dm;
+    st = ig_cli_measure_decode(s.e, s.off.ws, s.prompt, pt->batch, pt->prompt_len, pt->gen_len, 0,
+                               NULL, &dm, err);
+    if (st == IG_OK) put_decode(&s, mx, dm.prefill_s, &dm, pt->prompt_len, 0);
+    sess_teardown(&s);
     return st;
+}
+
+ig_status ig_run_session_open(const ig_exp_point *pt, int repeats, int warmup_steps,
+                              ig_run_session **out, int *link_on, ig_error *err) {
+    ig_error_clear(err);
+    *out = NULL;
+    *link_on = 0;
+    if (pt->mode != IG_EXP_MEASURED)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "a session is for measured points");
+    ig_model *m = model_get(pt, err);
+    if (!m) return err->code;
+    ig_run_session *s = malloc(sizeof *s);
+    if (!s) return ig_error_set(err, IG_ERR_NOMEM, "out of memory");
+    int max_ctx = pt->prompt_len + warmup_steps + repeats * pt->gen_len;
+    ig_status st = sess_setup(pt, m, max_ctx, s, err);
+    if (st != IG_OK) {
+        free(s);
+        return st;
+    }
+    *link_on = s->link_on;
+    st = ig_cli_measure_prefill(s->e, s->prompt, pt->batch, pt->prompt_len, NULL, s->next,
+                                &s->prefill_s, err);
+    ig_decode_measure dm;
+    if (st == IG_OK && warmup_steps > 0)
+        st = ig_cli_measure_steps(s->e, s->off.ws, pt->batch, warmup_steps, 0, s->next, &dm, err);
+    if (st != IG_OK) {
+        ig_run_session_close(s);
+        return st;
+    }
+    s->steps = warmup_steps;
+    *out = s;
+    return IG_OK;
+}
+
+ig_status ig_run_session_decode(ig_run_session *s, json_object *metrics, ig_error *err) {
+    ig_error_clear(err);
+    const ig_exp_point *pt = s->pt;
+    ig_decode_measure dm;
+    ig_status st =
+        ig_cli_measure_steps(s->e, s->off.ws, pt->batch, 0, pt->gen_len, s->next, &dm, err);
+    if (st != IG_OK) return st;
+    put_decode(s, metrics, s->prefill_s, &dm, pt->prompt_len + s->steps, 1);
+    s->steps += pt->gen_len;
+    return IG_OK;
+}
+
+void ig_run_session_close(ig_run_session *s) {
+    if (!s) return;
+    sess_teardown(s);
+    free(s);
 }
 
 /* Perplexity depends on the model, text, policy and ppl settings only, not on the prompt length,
@@ -427,7 +542,8 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
                                   ig_model_name(m))
                    : ig_error_set(err, IG_ERR_INVALID_ARG, "ppl needs workload.text");
     ig_cli_policy pol;
-    if (policy_setup_m(pt, m, mx, &pol, err) != 0) return err->code;
+    static char skew_set[4300]; /* this function's pol ends with it */
+    if (policy_setup_m(pt, m, mx, &pol, skew_set, err) != 0) return err->code;
     int batch = pt->batch < pt->ppl_windows ? pt->batch : pt->ppl_windows;
     ig_engine_opts eo = {.max_seqs = batch,
                          .max_ctx = pt->ppl_ctx,

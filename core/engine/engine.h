@@ -70,6 +70,15 @@ typedef struct ig_engine_opts {
      * through the link model (FlexGen's act_cpu_percent). 0: all on the device. */
     int act_host_seqs;
     const struct ig_link_model *act_link; /* NULL: copies at memory speed */
+    /* The link the KV rows of host-homed slots (kv_device_slots and up) cross, with a policy on
+     * the CPU backend: each layer's fetch of selected rows (h2d) and store of new rows (d2h) per
+     * GPU batch lasts at least what the model prescribes for its bytes (the bytes kv stats count),
+     * on a transfer thread (one is started even with no spare core), so it overlaps compute as a
+     * GPU's copy stream would. Copy access gathers the rows there and waits out the rest; in-place
+     * access only waits (attention reads the rows where they live, as a copy engine would have
+     * moved them without the host's cores). NULL or off: no throttling. Not throttled: prefill
+     * stores, and kv_access cpu (only the query and the output cross). */
+    const struct ig_link_model *kv_link;
     /* The last act_disk_seqs slots (after the host ones) keep their activations in a file of this
      * disk tier, going through host memory on the way (counted as host traffic too). */
     struct ig_disk *act_disk;

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "offload/link.h"
 #include "offload/xfer.h"
 
 /* A prefetch: the selected rows of one layer for the call's decode slots, gathered on the transfer
@@ -38,6 +39,7 @@ typedef struct store_job {
 struct ig_kv_run {
     ig_engine *e;
     const ig_policy_ops *ops;
+    const ig_link_model *link; /* on: gathers and decode stores of host slots are throttled */
     void *st;
     ig_policy_caps caps;
     ig_kv_home *home;
@@ -196,6 +198,12 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
                                 "not possible (use auto or copy)");
         acc = IG_KV_ACCESS_COPY;
     }
+    /* The link model times the KV rows a policy fetches from host memory (see kv_link): with copy
+     * access the transfer thread gathers them and waits out the rest of the modelled time; with
+     * in-place access (attention reads the rows where they live, as if already moved) it only
+     * waits, as a GPU's copy engine moves the bytes without the host's cores. */
+    if (o->kv_link && o->kv_link->on && !r->dev && !r->cpu_attn && r->S > o->kv_device_slots)
+        r->link = o->kv_link;
     r->contig = r->caps.dense && never_evicts && f32_rows && acc != IG_KV_ACCESS_COPY &&
                 !r->caps.wants_probs && !r->caps.wants_prefill_colsum;
     r->inplace = f32_rows && acc != IG_KV_ACCESS_COPY;
@@ -218,15 +226,18 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
             if (!r->ws_k[b] || !r->ws_v[b]) return IG_ERR_NOMEM;
         }
     }
-    if (!r->inplace) {
+    if (!r->inplace || r->link) {
         /* A transfer thread on a core that compute also uses slows both down (spinning OpenMP
          * threads lose their time slices): by default only start one on a spare core. */
         int threads = o->xfer_threads;
         if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN) > ig_cpu_get_threads() ? 1 : 0;
+        /* a throttled copy mostly sleeps: on its own thread it overlaps compute, as a copy
+         * stream does, even on a machine with no spare core */
+        if (threads == 0 && r->link) threads = 1;
         if (r->dev) threads = 0; /* gathers go to the GPU's copy stream; stores stay inline */
         IG_TRY(ig_xfer_create(threads > 0 ? threads : 0, &r->xq, err));
         /* Without a thread a job would run inside submit: the stores stay as they were. */
-        r->async_store = threads > 0 && !r->contig;
+        r->async_store = threads > 0 && (!r->contig || r->link);
         if (r->async_store) {
             r->sjobs = ig_calloc(S, sizeof *r->sjobs, err);
             r->sticket = ig_calloc(S, sizeof *r->sticket, err);
@@ -476,8 +487,24 @@ static void gather(ig_engine *e, int layer, int buf, int slot) {
 
 static void gather_job_run(void *arg) {
     gather_job *j = arg;
+    ig_kv_run *r = j->e->kv;
     double t0 = ig_time_s();
-    for (int i = 0; i < j->n; i++) gather(j->e, j->layer, j->buf, j->slots[i]);
+    size_t bytes = 0;
+    for (int i = 0; i < j->n; i++) {
+        if (!r->inplace) gather(j->e, j->layer, j->buf, j->slots[i]);
+        if (!r->link || j->slots[i] < j->e->opts.kv_device_slots) continue;
+        if (r->contig) { /* every row in use, no selection made: as decode_seq counts them */
+            for (int g = 0; g < r->G; g++)
+                bytes +=
+                    2 * (size_t)ig_kv_home_n_used(r->home, j->layer, j->slots[i], g) * r->row_bytes;
+        } else {
+            ig_selection sel = selection_of(r, j->buf, j->slots[i]);
+            for (int g = 0; g < r->G; g++) bytes += 2 * (size_t)sel.n[g] * r->row_bytes;
+        }
+    }
+    /* the job as one copy over the link: the bytes count_h2d counts for these slots (in place:
+     * the time only, attention reads the rows where they are) */
+    if (bytes) ig_link_wait_until(t0 + ig_link_time(r->link, IG_LINK_H2D, bytes));
     j->seconds = ig_time_s() - t0;
 }
 
@@ -545,15 +572,17 @@ static void store_job_run(void *arg) {
     store_job *j = arg;
     ig_kv_run *r = j->r;
     double t0 = ig_time_s();
-    size_t G = (size_t)r->G, hd = (size_t)r->hd;
+    size_t G = (size_t)r->G, hd = (size_t)r->hd, bytes = 0;
     for (int i = 0; i < j->n; i++) {
         size_t slot = (size_t)j->slots[i];
-        for (size_t g = 0; g < G; g++) {
+        for (size_t g = 0; g < G && !r->inplace; g++) { /* in place: written by store_new */
             size_t k = slot * G + g;
             ig_kv_home_write_rows(r->home, j->layer, (int)slot, (int)g, r->st_ent[k],
                                   r->st_k + k * hd, r->st_v + k * hd);
         }
+        if (r->link && (int)slot >= r->e->opts.kv_device_slots) bytes += 2 * G * r->row_bytes;
     }
+    if (bytes) ig_link_wait_until(t0 + ig_link_time(r->link, IG_LINK_D2H, bytes));
     j->seconds = ig_time_s() - t0;
 }
 
@@ -595,7 +624,7 @@ static void run_select_ahead(ig_engine *e, int layer) {
         check_selection(r, layer, slot, &sel);
         r->sel_ok[buf][slot] = 1;
     }
-    if (!r->inplace) submit_gather(e, layer);
+    if (!r->inplace || r->link) submit_gather(e, layer);
 }
 
 /* Dense selection of `layer` made ahead (its resident set cannot change before the layer runs),
@@ -615,9 +644,15 @@ static void dense_ahead(ig_engine *e, int layer) {
 
 void ig_kv_layer_begin(ig_engine *e, int layer) {
     ig_kv_run *r = e->kv;
-    if (r->i1 == r->i0 || r->contig) return;
+    if (r->i1 == r->i0) return;
+    if (r->contig) { /* no selection: only the link's time for the rows, ahead as below */
+        if (!r->link) return;
+        if (layer == 0) submit_gather(e, 0);
+        if (layer + 1 < r->L) submit_gather(e, layer + 1);
+        return;
+    }
     if (r->caps.dense) {
-        if (r->inplace) return;
+        if (r->inplace && !r->link) return;
         if (layer == 0) dense_ahead(e, 0);
         if (layer + 1 < r->L) dense_ahead(e, layer + 1);
         return;
@@ -658,7 +693,7 @@ static void store_new(ig_engine *e, int layer, int s) {
     const ig_seq_tokens *q = &e->cur[s];
     size_t kvd = (size_t)r->G * (size_t)r->hd;
     int64_t n_after = e->p0[s] + q->n_tokens;
-    int async = r->async_store && is_decode(e, s);
+    int async = r->async_store && is_decode(e, s) && !r->inplace;
     double t0 = ig_time_s();
     for (int i = 0; i < q->n_tokens; i++) {
         size_t row = (size_t)(e->row0[s] + i);
@@ -978,9 +1013,10 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
             check_selection(r, layer, slot, &sel);
         }
         r->stats.select_s += ig_time_s() - t0;
-        if (!r->inplace && need_gather) submit_gather(e, layer);
-        if (!r->inplace) wait_gather(r, layer);
+        if ((!r->inplace || r->link) && need_gather) submit_gather(e, layer);
+        if (!r->inplace || r->link) wait_gather(r, layer);
     }
+    if (n > 0 && r->contig && r->link) wait_gather(r, layer);
     for (int s = e->bs0; s < e->bs1; s++)
         if (!is_decode(e, s)) prefill_seq(e, layer, s);
     /* the batch's previous store job (of the previous layer): its staging is reused below */

@@ -471,6 +471,8 @@ ig_status ig_exp_point_get(const ig_exp *e, int i, ig_exp_point *out) {
     out->warmup = json_object_get_boolean(jget(c, "measure", "warmup", NULL));
     out->noise = jnum(c, "measure", "noise", NULL);
     out->baseline = jstr(c, "measure", "baseline", NULL);
+    const char *pf = jstr(c, "measure", "prefill", NULL);
+    out->prefill_once = pf && !strcmp(pf, "once");
     return IG_OK;
 }
 

@@ -65,6 +65,9 @@ typedef struct ig_exp_point {
     int repeat, warmup;
     double noise;
     const char *baseline; /* or NULL */
+    /* measure.prefill: once = each point of a group prefilled once, its repeats decoding on from
+     * there (ig_run_session); 0 = every repeat prefills afresh */
+    int prefill_once;
 } ig_exp_point;
 
 /* Loads, overrides (sets[0 .. n_sets-1], each "key.path=VALUE", VALUE a YAML flow scalar or

@@ -21,6 +21,7 @@ static const char *const k_modes[] = {"measured", "modeled", NULL};
 static const char *const k_dtypes[] = {"f32", "f16", "bf16", NULL};
 static const char *const k_backends[] = {"cpu", "cuda", "auto", NULL};
 static const char *const k_kv_access[] = {"auto", "inplace", "copy", "cpu", NULL};
+static const char *const k_prefill[] = {"every", "once", NULL};
 const char *const exp_metric_names[] = {"throughput", "ppl", "recall", "bytes", NULL};
 
 static const exp_field k_group[] = {
@@ -72,6 +73,7 @@ static const exp_field k_measure[] = {
     {"warmup", F_BOOL, "true", 0, 0, FL_NOSWEEP, CK_NONE, NULL, NULL},
     {"noise", F_NUM, "0.1", 0, 100, FL_NOSWEEP, CK_NONE, NULL, NULL},
     {"baseline", F_STR, NULL, 0, 0, FL_NOSWEEP, CK_NONE, NULL, NULL},
+    {"prefill", F_ENUM, "every", 0, 0, FL_NOSWEEP, CK_NONE, k_prefill, NULL},
     {NULL, 0, NULL, 0, 0, 0, CK_NONE, NULL, NULL},
 };
 const exp_field exp_schema_top[] = {
