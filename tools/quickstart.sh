@@ -15,10 +15,16 @@ if [ ! -f "$text" ]; then
   echo "quickstart: $text not found: using README.md as the text instead" >&2
   sets=(--set "workload.text=$repo/README.md")
 fi
-# IGEN_QUICKSTART_REPEAT=N: N timed repeats per point instead of the experiment's 3 (CI's
-# fresh-machine stage uses 1: it checks that the job runs, not its numbers)
+# IGEN_QUICKSTART_REPEAT=N: N timed repeats per point instead of the experiment's 3.
+# IGEN_QUICKSTART_SMOKE=1: one repeat, batch 4, prompts of 128 and 256 tokens (CI's fresh-machine
+# stage: it checks that every part of the job runs on a fresh machine, not its numbers, in a
+# minute instead of eight).
 out="$repo/results/quickstart"
-if [ -n "${IGEN_QUICKSTART_REPEAT:-}" ]; then
+if [ "${IGEN_QUICKSTART_SMOKE:-0}" = 1 ]; then
+  out="$repo/results/quickstart-smoke"
+  sets+=(--set "measure.repeat=1" --set "workload.batch=4" --set "workload.prompt_len=[128,256]"
+         --output "$out")
+elif [ -n "${IGEN_QUICKSTART_REPEAT:-}" ]; then
   out="$repo/results/quickstart-repeat$IGEN_QUICKSTART_REPEAT"
   sets+=(--set "measure.repeat=$IGEN_QUICKSTART_REPEAT" --output "$out")
 fi

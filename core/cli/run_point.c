@@ -1,8 +1,11 @@
 /* One point of an experiment (igen run): measured on this machine with the engine, or modeled with
  * the planner and the cost model. Fills the record's "metrics" object; see docs/config.md for the
  * metric names and what each one measures. */
+#include <spawn.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -588,12 +591,65 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
     return st;
 }
 
+/* hardware: this. The profile of this machine, measured by `igen profile-hw` on first use and
+ * kept as OUTPUT/hardware-this.yaml (delete it to measure again); with the point's link model on,
+ * its link section is replaced by that model, which is what the measured twin's copies obey (the
+ * profile's own link is a memcpy). IGEN_PROFILE_HW_QUICK=1 profiles with --quick (tests). */
+static ig_status this_profile(const ig_exp_point *pt, ig_hwprof *hw, json_object *mx,
+                              ig_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%.4000s/hardware-this.yaml", g_out_dir);
+    int reused = ig_path_exists(path);
+    if (!reused) {
+        if (ig_exp_mkdir_p(g_out_dir, err) != IG_OK) return err->code;
+        char self[4096];
+        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (len <= 0)
+            return ig_error_set(err, IG_ERR_IO, "hardware: this: cannot find this igen executable");
+        self[len] = 0;
+        const char *quick = getenv("IGEN_PROFILE_HW_QUICK");
+        char *argv[8] = {self, "profile-hw", "--out", path, NULL, NULL, NULL, NULL};
+        char th[32];
+        int k = 4;
+        if (quick && !strcmp(quick, "1")) argv[k++] = "--quick";
+        if (pt->threads > 0) {
+            snprintf(th, sizeof th, "%d", pt->threads);
+            argv[k++] = "--threads";
+            argv[k++] = th;
+        }
+        fprintf(stderr, "igen run: hardware: this: profiling this machine -> %s\n", path);
+        pid_t pid;
+        int ws = 0;
+        extern char **environ;
+        if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0 || waitpid(pid, &ws, 0) < 0 ||
+            !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+            remove(path);
+            return ig_error_set(err, IG_ERR_IO,
+                                "hardware: this: igen profile-hw failed (see its message above)");
+        }
+    }
+    IG_TRY(ig_hwprof_load(path, hw, err));
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "file", json_object_new_string(path));
+    json_object_object_add(o, "reused", json_object_new_boolean(reused));
+    json_object_object_add(
+        o, "link", json_object_new_string(pt->link ? "placement.link" : "measured (memcpy)"));
+    json_object_object_add(mx, "hardware_this", o);
+    if (pt->link) {
+        hw->link.h2d_gbps = pt->link_h2d_gbps;
+        hw->link.d2h_gbps = pt->link_d2h_gbps;
+        hw->link.h2d_latency_us = hw->link.d2h_latency_us = pt->link_latency_us;
+    }
+    return IG_OK;
+}
+
 static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err) {
     ig_model_shape shape;
     IG_TRY(ig_model_shape_load(pt->shape_path, &shape, err));
     ig_hwprof *hw = malloc(sizeof *hw);
     if (!hw) return ig_error_set(err, IG_ERR_NOMEM, "out of memory");
-    ig_status st = ig_hwprof_load(pt->hardware_path, hw, err);
+    ig_status st = !strcmp(pt->hardware_path, "this") ? this_profile(pt, hw, mx, err)
+                                                      : ig_hwprof_load(pt->hardware_path, hw, err);
     ig_plan *plan = NULL;
     if (st != IG_OK) goto out;
     ig_machine mach;
@@ -602,6 +658,14 @@ static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err)
     ig_plan_opts_init(&o);
     o.model = shape.config;
     o.weight_dtype = shape.weight_dtype;
+    if (!strcmp(pt->hardware_path, "this")) {
+        /* the prediction of this machine's own run: weights as the measured twin stores them
+         * (model.dtype), KV rows as the CPU engine's home keeps them (f32) */
+        o.weight_dtype = !strcmp(pt->dtype, "f16")    ? IG_PLAN_F16
+                         : !strcmp(pt->dtype, "bf16") ? IG_PLAN_BF16
+                                                      : IG_PLAN_F32;
+        o.kv_dtype = IG_PLAN_F32;
+    }
     int gbs = pt->gpu_batch_size > 0 ? pt->gpu_batch_size : pt->batch;
     if (pt->batch % gbs) {
         st = ig_error_set(err, IG_ERR_INVALID_ARG,

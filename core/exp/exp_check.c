@@ -240,6 +240,11 @@ static ig_status check_ref(vcx *c, exp_node *v, const char *path, exp_check kind
     const char *dir = kind == CK_HW ? "hardware" : "models";
     const char *what = kind == CK_HW ? "hardware profile" : "model shape";
     char found[4096] = "";
+    if (kind == CK_HW && !strcmp(v->str, "this")) { /* profiled by the run (run_point.c) */
+        free(v->resolved);
+        v->resolved = strdup("this");
+        return v->resolved ? IG_OK : nomem(c);
+    }
     if (looks_like_path(v->str)) {
         if (!find_path(c->e, v->str, 0, found, sizeof found))
             return fail(c, v->loc, path, "%s file '%s' not found", what, v->str);

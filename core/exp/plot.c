@@ -41,6 +41,9 @@ typedef struct plotter {
     /* the throughput plots' file stem and title: "throughput" (metrics.throughput_tok_s), or
      * "decode_throughput" while the points' tp holds metrics.decode_throughput_tok_s */
     const char *tp_stem, *tp_title;
+    /* ", KV in host memory behind a 12 GB/s link (model)" when every measured point homes KV in
+     * host memory with the same link model on; "" otherwise */
+    char regime[160];
     char *plots;   /* DIR/plots */
     char *gnuplot; /* the binary */
     FILE *log;
@@ -148,6 +151,19 @@ static ig_status gather(plotter *p, const ig_results *r, ig_error *err) {
             continue;
         pt *q = &p->pts[p->n];
         q->rec = rec;
+        json_object *md = get_path(rec, "mode");
+        if (!md || !strcmp(json_object_get_string(md), "measured")) {
+            json_object *h2d = get_path(rec, "config.placement.link.h2d_gbps");
+            json_object *kvc = get_path(rec, "config.placement.kv.cpu");
+            char one[160] = "-";
+            if (h2d && kvc && json_object_get_double(kvc) > 0)
+                snprintf(one, sizeof one, ", KV in host memory behind a %.3g GB/s link (model)",
+                         json_object_get_double(h2d));
+            if (!p->regime[0])
+                snprintf(p->regime, sizeof p->regime, "%s", one);
+            else if (strcmp(p->regime, one) != 0)
+                snprintf(p->regime, sizeof p->regime, "-"); /* mixed: said nowhere */
+        }
         json_object *name = get_path(rec, "config.policy.name");
         q->policy = json_object_is_type(name, json_type_string) ? json_object_get_string(name)
                                                                 : "(no policy)";
@@ -543,10 +559,11 @@ static void tp_panel(const plotter *p, long batch, const long *seqs, int n_seqs,
         body->oom = 1;
         return;
     }
+    const char *rg = strcmp(p->regime, "-") ? p->regime : "";
     if (multi_batch)
-        ig_exp_buf_printf(body, "set title '%s, batch %ld'\n", p->tp_title, batch);
+        ig_exp_buf_printf(body, "set title '%s, batch %ld%s'\n", p->tp_title, batch, rg);
     else
-        ig_exp_buf_printf(body, "set title '%s'\n", p->tp_title);
+        ig_exp_buf_printf(body, "set title '%s%s'\n", p->tp_title, rg);
     ig_exp_buf_puts(body, "set xlabel 'sequence length (prompt + generated tokens)'\n"
                           "set offsets graph 0.04, graph 0.04, 0, 0\n"
                           "set ylabel 'tokens/s (median; bars: min-max of the repeats)'\nset key "

@@ -414,6 +414,35 @@ void ig_results_print_summary(const ig_results *r, FILE *f) {
             int w = (int)strlen(cells[i][c]);
             if (w > width[c]) width[c] = w;
         }
+    /* the regime, when every measured point shares it: where the KV cache lives, which link */
+    char regime[160] = "";
+    for (int i = 0; i < n; i++) {
+        json_object *rec = ig_results_get(r, i), *v, *cfg, *pl, *lk, *kv;
+        if (json_object_object_get_ex(rec, "mode", &v) &&
+            strcmp(json_object_get_string(v), "measured") != 0)
+            continue;
+        char one[160] = "-";
+        if (json_object_object_get_ex(rec, "config", &cfg) &&
+            json_object_object_get_ex(cfg, "placement", &pl) &&
+            json_object_object_get_ex(pl, "kv", &kv) && json_object_object_get_ex(kv, "cpu", &v) &&
+            json_object_get_double(v) > 0) {
+            double pc = json_object_get_double(v);
+            if (json_object_object_get_ex(pl, "link", &lk) && lk &&
+                json_object_object_get_ex(lk, "h2d_gbps", &v))
+                snprintf(one, sizeof one,
+                         "measured points: %g%% of the KV cache in host memory behind the link "
+                         "model, %g GB/s host->device",
+                         pc, json_object_get_double(v));
+            else
+                snprintf(one, sizeof one,
+                         "measured points: %g%% of the KV cache in host memory, no link model", pc);
+        }
+        if (!regime[0])
+            snprintf(regime, sizeof regime, "%s", one);
+        else if (strcmp(regime, one) != 0)
+            snprintf(regime, sizeof regime, "-");
+    }
+    if (regime[0] && strcmp(regime, "-") != 0) fprintf(f, "%s\n", regime);
     for (int i = 0; i <= n; i++) {
         fprintf(f, "%*s  %-*s  %-*s", width[0], cells[i][0], width[1], cells[i][1], width[2],
                 cells[i][2]);

@@ -14,8 +14,11 @@ Placements (FlexGen percentages W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU):
   host+kv    0,100,0,100,100,0    all weights streamed; KV homed in host memory, attention over it
                                   on the CPU in place (FlexGen's cpu_cache_compute), policy full
   kv-link/P  100,0,0,100,100,0    the paper's regime: weights on the device, the KV cache homed in
-                                  host memory behind the link, its rows gathered to the device
-                                  (copy access), for every policy P of --policies (default full,
+                                  host memory behind the link, each layer's fetch of the rows
+                                  the policy selects timed by the link model (default access:
+                                  in place for f32 rows, the transfer thread waits out the
+                                  modelled time; int4's encoded rows are gathered and decoded
+                                  there), for every policy P of --policies (default full,
                                   int4, h2o, infinigen); infinigen runs with a skew calibrated on
                                   PTB and is predicted with its measured fetch profile
                                   (configs/policies/infinigen-smollm2-135m.yaml)
@@ -61,7 +64,7 @@ def main():
     placements = list(PLACEMENTS)
     skew = os.path.join(REPO, "results", "skew", "cost-validation-ptb.skew")
     for pol in [x for x in args.policies.split(",") if x]:
-        run_extra, plan_extra = ["--policy", pol, "--kv-access", "copy"], ["--policy", pol]
+        run_extra, plan_extra = ["--policy", pol], ["--policy", pol]
         if pol == "infinigen":
             if not os.path.exists(skew):
                 os.makedirs(os.path.dirname(skew), exist_ok=True)
