@@ -570,9 +570,10 @@ static void synthetic_hint(const char *desc, char *hint, size_t n) {
 
 /* Objects a synthetic description asks for: the running product of its levels' counts ("TYPE:N"
  * or a bare N), summed over the levels, saturated just past IG_TOPO_MAX_SYNTHETIC_OBJECTS. */
-static size_t synthetic_objects(const char *desc, size_t *max_arity) {
+static size_t synthetic_objects(const char *desc, size_t *max_arity, const char **bad) {
     size_t per_level = 1, total = 0;
     *max_arity = 0;
+    *bad = NULL;
     for (const char *p = desc; *p;) {
         while (*p == ' ' || *p == '\t') p++;
         if (!*p) break;
@@ -581,7 +582,14 @@ static size_t synthetic_objects(const char *desc, size_t *max_arity) {
         const char *num = colon ? colon + 1 : p;
         if (*p != '[' && *p != '(' && isdigit((unsigned char)*num)) {
             /* base 0, as hwloc reads counts: "0030320" is octal 12496, not 30320 */
-            unsigned long long n = strtoull(num, NULL, 0);
+            char *end = NULL;
+            unsigned long long n = strtoull(num, &end, 0);
+            /* hwloc goes on reading after the digits base 0 accepts ("0383822" is 03, then a
+             * level of 83822): a count must end the level or open its attributes */
+            if (end < p + len && *end != '(') {
+                *bad = p;
+                return 0;
+            }
             if (n > IG_TOPO_MAX_SYNTHETIC_OBJECTS) n = IG_TOPO_MAX_SYNTHETIC_OBJECTS + 1;
             if (n > *max_arity) *max_arity = (size_t)n;
             per_level *= n ? (size_t)n : 1;
@@ -611,7 +619,14 @@ ig_status ig_topo_load_synthetic(const char *desc, ig_topo **out, ig_error *err)
                 "synthetic topology: control character 0x%02x at offset %td (levels "
                 "are separated by spaces)",
                 (unsigned char)*c, c - desc);
-    if (synthetic_objects(desc, &arity) > IG_TOPO_MAX_SYNTHETIC_OBJECTS)
+    const char *bad = NULL;
+    size_t objects = synthetic_objects(desc, &arity, &bad);
+    if (bad)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "synthetic topology: level '%.*s' at offset %td: its count is not a "
+                            "number (decimal, 0x hex or 0 octal) ending the level",
+                            (int)strcspn(bad, " \t"), bad, bad - desc);
+    if (objects > IG_TOPO_MAX_SYNTHETIC_OBJECTS)
         return ig_error_set(err, IG_ERR_CAPACITY,
                             "synthetic topology '%.80s' asks for more than %d objects (the levels' "
                             "counts multiply): more than any real machine has",

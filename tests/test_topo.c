@@ -298,6 +298,11 @@ static void test_synthetic(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "under one parent"));
     CU_ASSERT_NOT_EQUAL(ig_topo_load_synthetic("1pu:\v\v0030320", &t, &err), IG_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "control character 0x0b at offset 4"));
+    /* hwloc reads on after base 0's digits: "0383822" is 03 then a level of 83822 */
+    CU_ASSERT_NOT_EQUAL(ig_topo_load_synthetic("0383822", &t, &err), IG_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "level '0383822' at offset 0"));
+    CU_ASSERT_NOT_EQUAL(ig_topo_load_synthetic("pack:2 core:2a", &t, &err), IG_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "level 'core:2a' at offset 7"));
     CU_ASSERT_EQUAL_FATAL(ig_topo_load_synthetic("pack:2 core:0x10 pu:2", &t, &err), IG_OK);
     CU_ASSERT_EQUAL(ig_topo_n_numa(t), 1);
     CU_ASSERT_EQUAL(ig_topo_numa_at(t, 0)->n_pus, 64);
