@@ -556,26 +556,31 @@ static void test_dummy_model(void) {
     free(r);
 }
 
+/* The two-policy experiment of the repeat tests (full and h2o, batch 2, 8 + 4 tokens, KV homed in
+ * host memory) with `extra` (its metrics and measure lines) run by igen with env; r receives it. */
+static void run_two_policies(const char *name, const char *extra, const char *env, ig_test_run *r) {
+    char body[8192], args[8192];
+    snprintf(body, sizeof body,
+             "workload: {batch: 2, prompt_len: 8, gen_len: 4, text: %s}\n"
+             "placement: {kv: {gpu: 0, cpu: 100}}\n"
+             "policies: [full, {name: h2o, params: {heavy_ratio: 0.2}}]\n%s",
+             g_text, extra);
+    const char *exp = write_exp(name, name, body);
+    snprintf(args, sizeof args, "run '%s' --no-plot", exp);
+    ig_test_igen(r, env, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+}
+
 /* measure: repeats interleaved over the policies, their statistics recomputed here from the
  * repeats the record keeps, a delay injected into one repeat of one point flags that point as
  * noisy, and the speedups against the baseline are the per-round ratios. */
 static void test_repeats(void) {
-    char body[8192];
-    snprintf(body, sizeof body,
-             "workload: {batch: 2, prompt_len: 8, gen_len: 4, text: %s}\n"
-             "placement: {kv: {gpu: 0, cpu: 100}}\n"
-             "policies: [full, {name: h2o, params: {heavy_ratio: 0.2}}]\n"
-             "metrics: [throughput]\n"
-             "measure: {repeat: 3, baseline: full, noise: 0.5}\n",
-             g_text);
-    const char *exp = write_exp("repeats", "repeats", body);
     ig_test_run *r = malloc(sizeof *r);
-    char args[8192];
-    snprintf(args, sizeof args, "run '%s' --no-plot", exp);
     /* point 1 (h2o), repeat 1 of 0..2: 1 s more decode time than its 4 steps take */
-    ig_test_igen(r, "IGEN_RUN_INJECT_DELAY=1:1:1", args);
-    CU_ASSERT_EQUAL(r->status, 0);
-    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    run_two_policies("repeats",
+                     "metrics: [throughput]\nmeasure: {repeat: 3, baseline: full, noise: 0.5}\n",
+                     "IGEN_RUN_INJECT_DELAY=1:1:1", r);
     /* interleaved: full's and h2o's repeats alternate on the progress lines */
     const char *a = strstr(r->err, "policy=full (repeat 2/3)");
     const char *b = strstr(r->err, "(heavy_ratio=0.2) (repeat 1/3)");
@@ -639,21 +644,11 @@ static void test_repeats(void) {
  * steps [2 + r * gen_len, 2 + (r + 1) * gen_len) after the prompt (two warm-up steps first), the
  * one prefill measurement is every repeat's, and the rounds stay interleaved. */
 static void test_prefill_once(void) {
-    char body[8192];
-    snprintf(body, sizeof body,
-             "workload: {batch: 2, prompt_len: 8, gen_len: 4, text: %s}\n"
-             "placement: {kv: {gpu: 0, cpu: 100}}\n"
-             "policies: [full, {name: h2o, params: {heavy_ratio: 0.2}}]\n"
-             "metrics: [throughput, bytes]\n"
-             "measure: {repeat: 3, baseline: full, prefill: once}\n",
-             g_text);
-    const char *exp = write_exp("once", "once", body);
     ig_test_run *r = malloc(sizeof *r);
-    char args[8192];
-    snprintf(args, sizeof args, "run '%s' --no-plot", exp);
-    ig_test_igen(r, NULL, args);
-    CU_ASSERT_EQUAL(r->status, 0);
-    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    run_two_policies("once",
+                     "metrics: [throughput, bytes]\n"
+                     "measure: {repeat: 3, baseline: full, prefill: once}\n",
+                     NULL, r);
     const char *a = strstr(r->err, "policy=full (prefill)");
     const char *b = strstr(r->err, "(heavy_ratio=0.2) (prefill)");
     const char *c = b ? strstr(b, "policy=full (repeat 1/3)") : NULL;

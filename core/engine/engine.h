@@ -109,9 +109,11 @@ typedef struct ig_kv_stats {
     double select_s, attention_s, store_s, recall_s;
     double transfer_s;      /* time the transfer queue spent copying (overlapped with compute) */
     double transfer_wait_s; /* time compute waited for a transfer to finish */
-    /* Decode stores whose bytes were written by a transfer-queue job (one per GPU batch and layer;
-     * copy access with a transfer thread), their time counted in transfer_s; store_s is the part
-     * on the compute thread. 0 when stores run synchronously. */
+    /* Decode store jobs on the transfer queue (one per GPU batch and layer), their time counted in
+     * transfer_s; store_s is the part on the compute thread. With copy access and a transfer
+     * thread the job writes the rows; with in-place access and the link model (kv_link) the
+     * compute thread writes them and the job only waits out their link time. 0 when stores run
+     * synchronously. */
     int64_t store_jobs;
     double recall_sum;
     int64_t recall_n;
