@@ -26,7 +26,8 @@ static void help(void) {
         "  prefill_gemm_fraction = prefill FLOP/s / measured sgemm FLOP/s\n\n"
         "  --model PATH       model (default: the installed SmolLM2-135M)\n"
         "  --threads N        threads (default 2)\n"
-        "  --dtype T          weight storage f32|f16|bf16 (default f32)\n"
+        "  --dtype T          weight storage f32|f16|bf16|q4g64|q8g64|q4_0|q4_1|q8_0, or stored\n"
+        "                     (the file's own types; default f32)\n"
         "  --prompt-len L     prefill length (default 512)\n"
         "  --decode-steps S   decode steps timed per batch size (default 32)\n"
         "  --batches LIST     decode batch sizes (default 1,8,32)\n"
@@ -69,6 +70,7 @@ int main(int argc, char **argv) {
     const char *model_path = NULL, *json_path = "bench_engine.json", *batches_arg = "1,8,32";
     int threads = 2, prompt_len = 512, steps = 32, reps = 3, opt;
     ig_dtype dtype = IG_DTYPE_F32;
+    int keep_stored = 0;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'h':
@@ -81,12 +83,21 @@ int main(int argc, char **argv) {
             threads = (int)ig_bench_long("bench_engine", "--threads", optarg, 1, 1024);
             break;
         case O_DTYPE: {
+            if (!strcmp(optarg, "stored")) {
+                keep_stored = 1;
+                dtype = IG_DTYPE_F32;
+                break;
+            }
             int t = ig_dtype_from_name(optarg);
-            if (t < 0 || !ig_dtype_is_float_storage((ig_dtype)t)) {
-                fprintf(stderr, "bench_engine: --dtype %s: expected f32, f16 or bf16\n", optarg);
+            if (t < 0 || !ig_dtype_is_weight_storage((ig_dtype)t)) {
+                fprintf(stderr,
+                        "bench_engine: --dtype %s: expected f32, f16, bf16, q4g64, q8g64, q4_0, "
+                        "q4_1, q8_0 or stored\n",
+                        optarg);
                 return 2;
             }
             dtype = (ig_dtype)t;
+            keep_stored = 0;
             break;
         }
         case O_PLEN:
@@ -138,7 +149,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     ig_cpu_set_threads(threads);
-    ig_model_load_opts lo = {dtype, 1};
+    ig_model_load_opts lo = {dtype, 1, keep_stored};
     ig_model *m = NULL;
     if (ig_model_load(model_path, &lo, &m, &err) != IG_OK) {
         fprintf(stderr, "bench_engine: %s\n", err.msg);
@@ -158,8 +169,10 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    printf("bench_engine: %s (%s), %d threads, SIMD %s\n", model_path, ig_dtype_name(dtype),
-           threads, ig_cpu_simd_name());
+    char desc[160];
+    ig_model_dtype_desc(m, desc, sizeof desc);
+    printf("bench_engine: %s (%s), %d threads, SIMD %s\n", model_path, desc, threads,
+           ig_cpu_simd_name());
     /* Rooflines, measured now. */
     double bw = 0, gemm = 0, gemm_model = 0;
     for (int r = 0; r < reps; r++) {
@@ -261,7 +274,9 @@ int main(int argc, char **argv) {
 
     json_object *o = json_object_new_object();
     json_object_object_add(o, "model", json_object_new_string(model_path));
-    json_object_object_add(o, "dtype", json_object_new_string(ig_dtype_name(dtype)));
+    json_object_object_add(o, "dtype",
+                           json_object_new_string(keep_stored ? "stored" : ig_dtype_name(dtype)));
+    json_object_object_add(o, "dtypes", json_object_new_string(desc));
     json_object_object_add(o, "threads", json_object_new_int(threads));
     json_object_object_add(o, "simd", json_object_new_string(ig_cpu_simd_name()));
     json_object_object_add(o, "bandwidth_gbps", json_object_new_double(bw));

@@ -1,6 +1,8 @@
 /* bench_kernels: the CPU kernels against this machine's roofline. Measures read/copy bandwidth and
  * sgemm throughput, then ig_cpu_linear at M = 1 (batch-1 decode) for f32/f16/bf16 weights with
- * SmolLM2-135M's shapes, as GB/s of weights streamed and as a fraction of the read bandwidth.
+ * SmolLM2-135M's shapes, as GB/s of weights streamed and as a fraction of the read bandwidth; then
+ * block-quantized weights (q4_0, q4_1, q8_0, q4g64, q8g64) at M = 1 and 8 against f16/f32 and the
+ * compressed-bytes bound, and at a prefill M = 512 against f32 sgemm.
  * "cold" cycles through copies of W larger than any cache together (what decode sees: every layer's
  * weights once per token); "hot" repeats one W (cache-resident when it fits). Then the kernels KV
  * policies use: decode attention over f32/f16 rows (a KV cache in host memory), InfiniGen's partial
@@ -27,6 +29,7 @@ typedef struct bench_opts {
     const char *json_path;
     int quick;
     int kv_only;
+    int quant_only;
 } bench_opts;
 
 static void usage(const char *argv0) {
@@ -41,6 +44,7 @@ static void usage(const char *argv0) {
            "  --time S        minimum seconds per measurement (default 0.3)\n"
            "  --quick         smaller buffers and shorter runs (a smoke test)\n"
            "  --kv-only       bandwidth, then only the KV-policy kernels\n"
+           "  --quant-only    bandwidth, then only the quantized-weight linear cases\n"
            "  --json FILE     also write the results as JSON\n"
            "  --help          this text\n"
            "IG_SIMD=scalar|avx2|avx512 caps the SIMD level.\n",
@@ -48,7 +52,7 @@ static void usage(const char *argv0) {
 }
 
 static int parse_args(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){0, 1024u << 20, 512u << 20, 0.3, NULL, 0, 0};
+    *o = (bench_opts){0, 1024u << 20, 512u << 20, 0.3, NULL, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -59,6 +63,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->quick = 1;
         } else if (!strcmp(a, "--kv-only")) {
             o->kv_only = 1;
+        } else if (!strcmp(a, "--quant-only")) {
+            o->quant_only = 1;
         } else if (val && !strcmp(a, "--threads")) {
             o->threads = (int)ig_bench_long(argv[0], "--threads", val, 1, 1024), i++;
         } else if (val && !strcmp(a, "--bw-mib")) {
@@ -104,7 +110,22 @@ static float frand01(ig_rng *r) {
     return (float)ig_rng_uniform(r);
 }
 
-static void *make_weights(ig_dtype t, int64_t n, ig_rng *r) {
+/* n_rows rows of k weights in [-1, 1) stored as t (quantized types: ig_cpu_quantize_rows). */
+static void *make_weights(ig_dtype t, int64_t n_rows, int64_t k, ig_rng *r) {
+    int64_t n = n_rows * k;
+    if (ig_dtype_is_quant(t)) {
+        float *f = malloc((size_t)n * sizeof(float));
+        void *q = ig_aligned_alloc((size_t)n_rows * ig_dtype_row_bytes(t, k), NULL);
+        if (!f || !q) {
+            free(f);
+            free(q);
+            return NULL;
+        }
+        for (int64_t i = 0; i < n; i++) f[i] = frand01(r) * 2.0f - 1.0f;
+        ig_cpu_quantize_rows(t, f, n_rows, k, q);
+        free(f);
+        return q;
+    }
     size_t es = ig_dtype_size(t);
     void *w = ig_aligned_alloc((size_t)n * es, NULL);
     if (!w) return NULL;
@@ -144,11 +165,13 @@ static double time_linear(const float *x, int64_t M, int64_t K, void **W, int n_
     return samples[ns / 2];
 }
 
-static void bench_linear(const bench_opts *o, ig_dtype t, int64_t M, int64_t K, int64_t N, int cold,
-                         double read_gbps) {
+/* Times ig_cpu_linear for one case into *res (W GB/s counts the stored bytes: compressed ones for
+ * quantized types). */
+static void measure_linear(const bench_opts *o, ig_dtype t, int64_t M, int64_t K, int64_t N,
+                           int cold, double read_gbps, linear_result *res) {
     ig_rng r;
     ig_rng_seed(&r, 1);
-    size_t wbytes = (size_t)(K * N) * ig_dtype_size(t);
+    size_t wbytes = (size_t)N * ig_dtype_row_bytes(t, K);
     int n_copies = 1;
     if (cold) {
         n_copies = (int)((o->cold_bytes + wbytes - 1) / wbytes);
@@ -162,7 +185,7 @@ static void bench_linear(const bench_opts *o, ig_dtype t, int64_t M, int64_t K, 
         exit(1);
     }
     for (int64_t i = 0; i < M * K; i++) x[i] = frand01(&r) - 0.5f;
-    W[0] = make_weights(t, K * N, &r);
+    W[0] = make_weights(t, N, K, &r);
     for (int c = 1; c < n_copies; c++) {
         W[c] = ig_aligned_alloc(wbytes, NULL);
         if (W[c]) memcpy(W[c], W[0], wbytes);
@@ -174,7 +197,6 @@ static void bench_linear(const bench_opts *o, ig_dtype t, int64_t M, int64_t K, 
         }
     double best;
     double s = time_linear(x, M, K, W, n_copies, t, N, y, o->min_time_s, &best);
-    linear_result *res = &g_res[g_nres < MAX_RESULTS ? g_nres++ : MAX_RESULTS - 1];
     memset(res, 0, sizeof *res);
     res->dtype = ig_dtype_name(t);
     res->M = M;
@@ -187,13 +209,101 @@ static void bench_linear(const bench_opts *o, ig_dtype t, int64_t M, int64_t K, 
     res->gflops = 2.0 * (double)M * K * N / s * 1e-9;
     res->ratio = read_gbps > 0 ? res->weight_gbps / read_gbps : 0;
     res->ratio_best = read_gbps > 0 ? (double)wbytes / best * 1e-9 / read_gbps : 0;
-    printf("  %-5s %4ld %6ld %6ld  %-4s %9.1f %9.1f %8.2f %6.2f %6.2f %8.1f\n", res->dtype, (long)M,
-           (long)K, (long)N, cold ? "cold" : "hot", res->us_per_call, res->us_best,
-           res->weight_gbps, res->ratio, res->ratio_best, res->gflops);
     for (int c = 0; c < n_copies; c++) free(W[c]);
     free(W);
     free(x);
     free(y);
+}
+
+static void bench_linear(const bench_opts *o, ig_dtype t, int64_t M, int64_t K, int64_t N, int cold,
+                         double read_gbps) {
+    linear_result *res = &g_res[g_nres < MAX_RESULTS ? g_nres++ : MAX_RESULTS - 1];
+    measure_linear(o, t, M, K, N, cold, read_gbps, res);
+    printf("  %-5s %4ld %6ld %6ld  %-4s %9.1f %9.1f %8.2f %6.2f %6.2f %8.1f\n", res->dtype, (long)M,
+           (long)K, (long)N, cold ? "cold" : "hot", res->us_per_call, res->us_best,
+           res->weight_gbps, res->ratio, res->ratio_best, res->gflops);
+}
+
+/* ---- quantized weights ------------------------------------------------------------------------
+ */
+
+/* One quantized case: its figures and the f16 / f32 times of the same shape and M. */
+typedef struct quant_result {
+    linear_result r;
+    double vs_f16, vs_f32; /* time of f16 (f32) / time of this type: > 1 is faster */
+} quant_result;
+
+#define MAX_QRESULTS 96
+static quant_result g_q[MAX_QRESULTS];
+static int g_nq;
+
+static const ig_dtype k_qtypes[] = {IG_DTYPE_Q4_0, IG_DTYPE_Q4_1, IG_DTYPE_Q8_0, IG_DTYPE_Q4G64,
+                                    IG_DTYPE_Q8G64};
+
+static void print_quant(const quant_result *q, int prefill) {
+    const linear_result *r = &q->r;
+    printf("  %-6s %4ld %5ld %5ld %9.1f %9.1f %8.2f %6.2f %6.2f %7.2f %7.2f %8.1f\n", r->dtype,
+           (long)r->M, (long)r->K, (long)r->N, r->us_per_call, r->us_best, r->weight_gbps,
+           prefill ? 0.0 : r->ratio, prefill ? 0.0 : r->ratio_best, q->vs_f16, q->vs_f32,
+           r->gflops);
+}
+
+/* Decode (M = 1, 8; cold W) at the default model's shapes, then prefill (M = 512, hot). */
+static void bench_quant(const bench_opts *o, double read_gbps) {
+    printf("\nquantized weights: ig_cpu_linear (cold W: copies cycled as in decode; GB/s of the "
+           "stored (compressed) bytes; bw = GB/s / read bandwidth, i.e. the fraction of the "
+           "compressed-bytes bound, at the median and the best time; x f16 / x f32 = time of f16 / "
+           "f32 W over this one)\n");
+    printf("  %-6s %4s %5s %5s %9s %9s %8s %6s %6s %7s %7s %8s\n", "dtype", "M", "K", "N",
+           "us(med)", "us(best)", "GB/s", "bw", "bw.bst", "x f16", "x f32", "GFLOP/s");
+    static const int64_t shapes[][2] = {{576, 1536}, {1536, 576}, {576, 576}, {576, 192}};
+    static const int64_t Ms[] = {1, 8};
+    int n_shapes = o->quick ? 1 : 4;
+    for (int s = 0; s < n_shapes; s++)
+        for (int mi = 0; mi < 2; mi++) {
+            int64_t M = Ms[mi], K = shapes[s][0], N = shapes[s][1];
+            quant_result f32 = {0}, f16 = {0};
+            measure_linear(o, IG_DTYPE_F32, M, K, N, 1, read_gbps, &f32.r);
+            measure_linear(o, IG_DTYPE_F16, M, K, N, 1, read_gbps, &f16.r);
+            f32.vs_f32 = f16.vs_f16 = 1.0;
+            f32.vs_f16 = f16.r.us_per_call / f32.r.us_per_call;
+            f16.vs_f32 = f32.r.us_per_call / f16.r.us_per_call;
+            quant_result *base[2] = {&f32, &f16};
+            for (int b = 0; b < 2; b++) {
+                print_quant(base[b], 0);
+                if (g_nq < MAX_QRESULTS) g_q[g_nq++] = *base[b];
+            }
+            for (size_t t = 0; t < sizeof k_qtypes / sizeof k_qtypes[0]; t++) {
+                quant_result q = {0};
+                measure_linear(o, k_qtypes[t], M, K, N, 1, read_gbps, &q.r);
+                q.vs_f16 = f16.r.us_per_call / q.r.us_per_call;
+                q.vs_f32 = f32.r.us_per_call / q.r.us_per_call;
+                print_quant(&q, 0);
+                if (g_nq < MAX_QRESULTS) g_q[g_nq++] = q;
+            }
+        }
+    /* Prefill: tiles dequantized into the scratch, then the one-thread sgemm per thread. */
+    const int64_t M = o->quick ? 128 : 512, K = 576, N = 1536;
+    printf("  prefill (hot W; x f32 = f32 sgemm time over this one, the target is >= 0.5)\n");
+    quant_result f32 = {0}, f16 = {0};
+    measure_linear(o, IG_DTYPE_F32, M, K, N, 0, read_gbps, &f32.r);
+    measure_linear(o, IG_DTYPE_F16, M, K, N, 0, read_gbps, &f16.r);
+    f32.vs_f32 = f16.vs_f16 = 1.0;
+    f32.vs_f16 = f16.r.us_per_call / f32.r.us_per_call;
+    f16.vs_f32 = f32.r.us_per_call / f16.r.us_per_call;
+    quant_result *base[2] = {&f32, &f16};
+    for (int b = 0; b < 2; b++) {
+        print_quant(base[b], 1);
+        if (g_nq < MAX_QRESULTS) g_q[g_nq++] = *base[b];
+    }
+    for (size_t t = 0; t < sizeof k_qtypes / sizeof k_qtypes[0]; t++) {
+        quant_result q = {0};
+        measure_linear(o, k_qtypes[t], M, K, N, 0, read_gbps, &q.r);
+        q.vs_f16 = f16.r.us_per_call / q.r.us_per_call;
+        q.vs_f32 = f32.r.us_per_call / q.r.us_per_call;
+        print_quant(&q, 1);
+        if (g_nq < MAX_QRESULTS) g_q[g_nq++] = q;
+    }
 }
 
 static double bench_attention_decode(int64_t n_ctx, double min_time_s) {
@@ -347,6 +457,7 @@ typedef struct spec_ctx {
     int copies;
     float **pk;
     float pq[3 * 13];
+    float row_max[3]; /* ig_cpu_partial_scores always writes the row maxima */
     float *scores;
     int32_t *idx;
     void *ws;
@@ -357,7 +468,7 @@ static void pscore_call(void *p, int i) {
     spec_ctx *c = p;
     /* the partial key cache column-major: [13][n] */
     ig_cpu_partial_scores(c->pk[i % c->copies], IG_DTYPE_F32, c->n, 13, c->n, c->pq, 13, 3,
-                          c->scores, c->n, NULL, NULL);
+                          c->scores, c->n, NULL, c->row_max);
 }
 
 static void topk_call(void *p, int i) {
@@ -540,6 +651,7 @@ int main(int argc, char **argv) {
     double gflops[3] = {0, 0, 0}, attn_us[3] = {0, 0, 0};
     static const int64_t ctxs[] = {512, 2048, 8192};
     if (o.kv_only) goto kv;
+    if (o.quant_only) goto quant;
     printf("sgemm (OpenBLAS, %d threads)\n", threads);
     for (int i = 0; i < 3; i++) {
         gflops[i] = ig_cpu_measure_sgemm_gflops(gemm_shapes[i][0], gemm_shapes[i][1],
@@ -572,6 +684,10 @@ int main(int argc, char **argv) {
                kv_bytes / attn_us[i] * 1e-3);
     }
 
+quant:
+    if (!o.kv_only) bench_quant(&o, read_gbps);
+    if (o.quant_only) goto out;
+
 kv:
     printf("\nkernels for KV policies (us/call: median and best; GB/s at the median; ratio = "
            "GB/s / read bandwidth, at the median and the best time)\n");
@@ -584,6 +700,7 @@ kv:
     for (int bits = 8; bits >= 2; bits /= 2) bench_kvq(&o, bits, read_gbps);
     bench_colsum(&o, o.quick ? 256 : 1024, read_gbps);
 
+out:
     if (o.json_path) {
         FILE *f = fopen(o.json_path, "w");
         if (!f) {
@@ -609,6 +726,18 @@ kv:
                     i ? "," : "", r->dtype, (long)r->M, (long)r->K, (long)r->N,
                     r->cold ? "cold" : "hot", r->us_per_call, r->us_best, r->weight_gbps, r->ratio,
                     r->ratio_best, r->gflops);
+        }
+        fprintf(f, "\n  ],\n  \"quant_linear\": [");
+        for (int i = 0; i < g_nq; i++) {
+            linear_result *r = &g_q[i].r;
+            fprintf(f,
+                    "%s\n    {\"dtype\": \"%s\", \"M\": %ld, \"K\": %ld, \"N\": %ld, \"weights\": "
+                    "\"%s\", \"us_per_call\": %.3f, \"us_best\": %.3f, \"weight_gbps\": %.3f, "
+                    "\"ratio_to_read_bw\": %.4f, \"ratio_best\": %.4f, \"speedup_vs_f16\": %.4f, "
+                    "\"speedup_vs_f32\": %.4f, \"gflops\": %.3f}",
+                    i ? "," : "", r->dtype, (long)r->M, (long)r->K, (long)r->N,
+                    r->cold ? "cold" : "hot", r->us_per_call, r->us_best, r->weight_gbps, r->ratio,
+                    r->ratio_best, g_q[i].vs_f16, g_q[i].vs_f32, r->gflops);
         }
         fprintf(f, "\n  ],\n  \"attention_decode\": [");
         for (int i = 0; i < 3; i++)

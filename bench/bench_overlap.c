@@ -154,7 +154,7 @@ static int stream_runs(const char *model_path, ig_dtype dtype, int threads, int 
         return 2;
     }
     ig_model *m = NULL;
-    ig_model_load_opts lo = {dtype, 1};
+    ig_model_load_opts lo = {dtype, 1, 0};
     if (ig_model_load(model_path, &lo, &m, &err) != IG_OK) {
         fprintf(stderr, "bench_overlap: %s\n", err.msg);
         return 2;
@@ -275,8 +275,11 @@ int main(int argc, char **argv) {
             break;
         case O_DTYPE: {
             int t = ig_dtype_from_name(optarg);
-            if (t < 0 || !ig_dtype_is_float_storage((ig_dtype)t)) {
-                fprintf(stderr, "bench_overlap: --dtype %s: expected f32, f16 or bf16\n", optarg);
+            if (t < 0 || !ig_dtype_is_weight_storage((ig_dtype)t)) {
+                fprintf(stderr,
+                        "bench_overlap: --dtype %s: expected f32, f16, bf16, q4g64, q8g64, q4_0, "
+                        "q4_1 or q8_0\n",
+                        optarg);
                 return 2;
             }
             dtype = (ig_dtype)t;

@@ -24,7 +24,8 @@ typedef struct shape_raw {
 } shape_raw;
 
 static const char *const arch_names[] = {"opt", "llama", NULL};
-static const char *const wdtype_names[] = {"f32", "f16", "bf16", "int4", NULL};
+static const char *const wdtype_names[] = {"f32",  "f16",  "bf16", "int4", "int8",
+                                           "q4_0", "q4_1", "q8_0", NULL};
 
 #define I(k, m, req, lo, hi)                                                                       \
     {                                                                                              \
@@ -191,7 +192,5 @@ void ig_model_shape_from_model(const ig_model *m, ig_model_shape *out) {
     snprintf(out->source, sizeof out->source, "%s", ig_model_path(m));
     out->config = *ig_model_get_config(m);
     ig_dtype d = ig_model_dtype(m);
-    out->weight_dtype = d == IG_DTYPE_F16    ? IG_PLAN_F16
-                        : d == IG_DTYPE_BF16 ? IG_PLAN_BF16
-                                             : IG_PLAN_F32;
+    out->weight_dtype = ig_plan_dtype_of_weight(d);
 }

@@ -23,7 +23,8 @@ struct ig_plan {
     ig_plan_usage u;
 };
 
-static const char *const dtype_names[IG_PLAN_DTYPE_COUNT] = {"f32", "f16", "bf16", "int4"};
+static const char *const dtype_names[IG_PLAN_DTYPE_COUNT] = {"f32",  "f16",  "bf16", "int4",
+                                                             "int8", "q4_0", "q4_1", "q8_0"};
 
 const char *ig_plan_dtype_name(ig_plan_dtype t) {
     return (int)t >= 0 && t < IG_PLAN_DTYPE_COUNT ? dtype_names[t] : "?";
@@ -46,9 +47,43 @@ size_t ig_plan_row_bytes(ig_plan_dtype t, size_t n) {
         size_t groups = (n + 63) / 64;
         return (n + 1) / 2 + 4 * groups; /* packed nibbles + f16 scale and min per group */
     }
+    case IG_PLAN_INT8:
+        return n + 4 * ((n + 63) / 64);
+    case IG_PLAN_Q4_0:
+        return 18 * ((n + 31) / 32);
+    case IG_PLAN_Q4_1:
+        return 20 * ((n + 31) / 32);
+    case IG_PLAN_Q8_0:
+        return 34 * ((n + 31) / 32);
     default:
         return 0;
     }
+}
+
+ig_plan_dtype ig_plan_dtype_of_weight(ig_dtype t) {
+    switch (t) {
+    case IG_DTYPE_F16:
+        return IG_PLAN_F16;
+    case IG_DTYPE_BF16:
+        return IG_PLAN_BF16;
+    case IG_DTYPE_Q4G64:
+        return IG_PLAN_INT4;
+    case IG_DTYPE_Q8G64:
+        return IG_PLAN_INT8;
+    case IG_DTYPE_Q4_0:
+        return IG_PLAN_Q4_0;
+    case IG_DTYPE_Q4_1:
+        return IG_PLAN_Q4_1;
+    case IG_DTYPE_Q8_0:
+        return IG_PLAN_Q8_0;
+    default:
+        return IG_PLAN_F32;
+    }
+}
+
+int ig_plan_dtype_is_compressed(ig_plan_dtype t) {
+    return t == IG_PLAN_INT4 || t == IG_PLAN_INT8 || t == IG_PLAN_Q4_0 || t == IG_PLAN_Q4_1 ||
+           t == IG_PLAN_Q8_0;
 }
 
 size_t ig_plan_bytes_total(const ig_plan_bytes *b) {
@@ -174,7 +209,7 @@ static ig_status validate(const ig_plan_opts *o, const ig_machine *m, ig_error *
                             c->n_head, c->n_kv_head);
     if ((int)o->weight_dtype < 0 || o->weight_dtype >= IG_PLAN_DTYPE_COUNT ||
         (int)o->kv_dtype < 0 || o->kv_dtype >= IG_PLAN_DTYPE_COUNT || (int)o->act_dtype < 0 ||
-        o->act_dtype >= IG_PLAN_DTYPE_COUNT || o->act_dtype == IG_PLAN_INT4)
+        o->act_dtype >= IG_PLAN_DTYPE_COUNT || ig_plan_dtype_is_compressed(o->act_dtype))
         return ig_error_set(err, IG_ERR_INVALID_ARG, "bad weight, KV or activation format");
     const ig_workload *w = &o->wl;
     if (w->prompt_len < 1 || w->prompt_len > 10000000 || w->gen_len < 1 || w->gen_len > 10000000)
@@ -238,7 +273,7 @@ static ig_status validate(const ig_plan_opts *o, const ig_machine *m, ig_error *
 static void layer_sizes(const ig_plan_opts *o, size_t sz[IG_WT_COUNT], double *flops_per_tok) {
     const ig_model_config *c = &o->model;
     ig_plan_dtype wd = o->weight_dtype;
-    ig_plan_dtype vd = wd == IG_PLAN_INT4 ? IG_PLAN_F16 : wd;
+    ig_plan_dtype vd = ig_plan_dtype_is_compressed(wd) ? IG_PLAN_F16 : wd;
     size_t d = (size_t)c->d_model, q = (size_t)c->n_head * (size_t)c->head_dim;
     size_t kv = (size_t)c->n_kv_head * (size_t)c->head_dim, f = (size_t)c->d_ffn;
     int opt = c->arch == IG_ARCH_OPT;
@@ -264,7 +299,7 @@ static void layer_sizes(const ig_plan_opts *o, size_t sz[IG_WT_COUNT], double *f
 static size_t outer_sizes(const ig_plan_opts *o) {
     const ig_model_config *c = &o->model;
     ig_plan_dtype wd = o->weight_dtype;
-    ig_plan_dtype vd = wd == IG_PLAN_INT4 ? IG_PLAN_F16 : wd;
+    ig_plan_dtype vd = ig_plan_dtype_is_compressed(wd) ? IG_PLAN_F16 : wd;
     size_t d = (size_t)c->d_model, v = (size_t)c->vocab;
     size_t s = v * ig_plan_row_bytes(wd, d);
     if (c->arch == IG_ARCH_OPT)

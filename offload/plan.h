@@ -14,18 +14,29 @@
 
 /* Element formats of planned bytes. INT4 is FlexGen's group-wise 4-bit format: groups of 64
  * values along a row (a shorter row is one group), two values per byte, an f16 scale and min per
- * group. */
+ * group (igen's q4g64 weights and the int4 policy's rows); INT8 the same with one byte per value
+ * (q8g64, int4 with bits=8). Q4_0, Q4_1 and Q8_0 are ggml's blocks of 32 (18, 20 and 34 bytes),
+ * weights kept as a GGUF stores them. */
 typedef enum ig_plan_dtype {
     IG_PLAN_F32 = 0,
     IG_PLAN_F16 = 1,
     IG_PLAN_BF16 = 2,
     IG_PLAN_INT4 = 3,
+    IG_PLAN_INT8 = 4,
+    IG_PLAN_Q4_0 = 5,
+    IG_PLAN_Q4_1 = 6,
+    IG_PLAN_Q8_0 = 7,
     IG_PLAN_DTYPE_COUNT,
 } ig_plan_dtype;
 
 const char *ig_plan_dtype_name(ig_plan_dtype t);
-/* -1 if unknown ("f32", "f16", "bf16", "int4"). */
+/* -1 if unknown ("f32", "f16", "bf16", "int4", "int8", "q4_0", "q4_1", "q8_0"). */
 int ig_plan_dtype_from_name(const char *s);
+/* The planned format of a weight storage type (q4g64 -> INT4, q8g64 -> INT8, ...; f32 for types
+ * without one). */
+ig_plan_dtype ig_plan_dtype_of_weight(ig_dtype t);
+/* 1 for the compressed formats (INT4, INT8 and ggml's blocks): their vectors are planned f16. */
+int ig_plan_dtype_is_compressed(ig_plan_dtype t);
 /* Bytes of one row of `n` values. */
 size_t ig_plan_row_bytes(ig_plan_dtype t, size_t n);
 

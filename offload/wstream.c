@@ -40,7 +40,7 @@ static const ig_wtensor field_group[F_COUNT] = {
 };
 
 static size_t mat_bytes(const ig_weight *w) {
-    return w->data ? (size_t)w->rows * (size_t)w->cols * ig_dtype_size(w->dtype) : 0;
+    return w->data ? (size_t)w->rows * ig_dtype_row_bytes(w->dtype, w->cols) : 0;
 }
 
 /* The array behind field f of L and its size in bytes (0 and NULL when absent). */

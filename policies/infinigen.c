@@ -344,12 +344,15 @@ static ig_status build_opt_weights(ig_state *s, ig_error *err) {
     for (int ls = 0; ls < s->Ls; ls++) {
         int l = ls + s->dense;
         const ig_layer *ly = ig_model_layer(s->model, l);
-        size_t esz = ig_dtype_size(ly->wq.dtype);
+        size_t rb = ig_dtype_row_bytes(ly->wq.dtype, s->d);
         for (int h = 0; h < s->H; h++) {
             for (size_t r = 0; r < hd; r++) {
                 size_t row = (size_t)h * hd + r;
-                ig_convert(IG_DTYPE_F32, w + r * d1, ly->wq.dtype,
-                           (const char *)ly->wq.data + row * (size_t)s->d * esz, (size_t)s->d);
+                const char *src = (const char *)ly->wq.data + row * rb;
+                if (ig_dtype_is_quant(ly->wq.dtype))
+                    ig_dequant_row_ref(ly->wq.dtype, src, w + r * d1, s->d);
+                else
+                    ig_convert(IG_DTYPE_F32, w + r * d1, ly->wq.dtype, src, (size_t)s->d);
                 w[r * d1 + (size_t)s->d] = ly->bq ? ly->bq[row] : 0.0f;
             }
             const float *A = ig_skew_A(s->skew, l, h / s->group);

@@ -10,6 +10,12 @@
  *   attention (gathered rows, prefill):         1e-5 against the double reference; probs 1e-5
  *   partial scores:                             1e-5 (f32 sums; FMA vs separate rounding)
  *   GEMM f32: 1e-5; f16 inputs (exact f16 values, f32 accumulation): 1e-4
+ *   qlinear (block-quantized W), as max |gpu - dot| / sum_k |w x| per output, the dot in double
+ *   over the reference's dequantized weights: 1e-5 for the GEMV and the f32 GEMM (f32
+ *   accumulation of random-sign products in another order); 2e-3 for the f16 GEMM (x and w
+ *   rounded to f16: each product within 2^-10 |w x|, plus at most K 2^-23 of accumulation, 1.2e-3
+ *   at K = 1536 in the worst case).
+ *   dequantized rows: f32 bitwise ig_dequant_row_ref, f16 bitwise its rounding.
  *   RoPE, relu, add, bias, convert, count/indices above a threshold, top-k, gather, KV codec
  *   (bytes and floats), argmax: bitwise / exactly equal.
  *   sampling: the same token as ig_sample for the same draw.
@@ -951,6 +957,244 @@ static void test_gemm(void) {
     gemm_case(IG_DTYPE_BF16, 8, 512, 64, 1e-4);
 }
 
+/* ---- block-quantized weights (qlinear.cu) -----------------------------------------------------
+ */
+
+static const ig_dtype k_qtypes[5] = {IG_DTYPE_Q4_0, IG_DTYPE_Q4_1, IG_DTYPE_Q8_0, IG_DTYPE_Q4G64,
+                                     IG_DTYPE_Q8G64};
+
+/* Random W [N][K] quantized with ig_quantize_row_ref (row 0 constant, row 1 eight times larger,
+ * the rest in [-1, 1]); wf gets every row through ig_dequant_row_ref. */
+static uint8_t *q_weights(ig_rng *r, ig_dtype t, int64_t N, int64_t K, float *wf) {
+    size_t rb = ig_dtype_row_bytes(t, K);
+    uint8_t *q = malloc(rb * (size_t)N);
+    float *w = rnd(r, N * K, -1, 1);
+    CU_ASSERT_FATAL(q != NULL);
+    for (int64_t k = 0; k < K; k++) {
+        w[k] = 0.375f;
+        if (N > 1) w[K + k] *= 8.0f;
+    }
+    for (int64_t n = 0; n < N; n++) {
+        CU_ASSERT_FATAL(ig_quantize_row_ref(t, w + n * K, q + (size_t)n * rb, K) == 0);
+        ig_dequant_row_ref(t, q + (size_t)n * rb, wf + n * K, K);
+    }
+    free(w);
+    return q;
+}
+
+/* max over outputs of |got - sum_k w x| / sum_k |w x| (the dot in double): the error relative to
+ * the dot's own scale, which is what f32 accumulation and f16 rounding bound. */
+static void check_qlinear(const char *what, const float *got, const float *x, const float *wf,
+                          int64_t M, int64_t K, int64_t N, double bound) {
+    double e = 0;
+    int fin = all_finite(got, M * N);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double dot = 0, mag = 1e-30;
+            for (int64_t k = 0; k < K; k++) {
+                double p = (double)x[m * K + k] * (double)wf[n * K + k];
+                dot += p;
+                mag += fabs(p);
+            }
+            double d = fabs((double)got[m * N + n] - dot) / mag;
+            if (!(d <= e)) e = d; /* NaN propagates */
+        }
+    if (!(e <= bound) || !fin)
+        fprintf(stderr, "%s: error %.3g of sum |w x| (bound %.1g)%s\n", what, e, bound,
+                fin ? "" : ", non-finite output");
+    CU_ASSERT(fin);
+    CU_ASSERT(e <= bound);
+}
+
+/* One ig_cuda_qlinear call into y (first filled with 0xff bytes, NaN, so every output must be
+ * written) and its check. */
+static void qlinear_run(const char *what, const float *dx, const float *x, int64_t M, int64_t K,
+                        const void *dw, ig_dtype t, const float *wf, int64_t N, float *dy,
+                        float *got, const ig_cuda_qscratch *sc, double bound) {
+    ig_error err = {0};
+    size_t yb = sizeof(float) * (size_t)(M * N);
+    ok(ig_cuda_memset_async(dy, 0xff, yb, g_s, &err), &err);
+    ok(ig_cuda_qlinear(g_ctx, g_s, dx, M, K, dw, t, N, dy, sc, &err), &err);
+    down(got, dy, yb);
+    check_qlinear(what, got, x, wf, M, K, N, bound);
+}
+
+/* Every type, M in {1, 2, 5, 8} (GEMV) and {17, 64} (prefill with an f32 scratch holding all of
+ * W or 64-row chunks, an f16 scratch, and no scratch: GEMV passes), K of one block, 576, 1536, N
+ * not a multiple of a warp, of the GEMV's rows per block or of the 64-row chunks. */
+static void test_qlinear(void) {
+    if (!need_gpu()) return;
+    const int64_t Ms[] = {1, 2, 5, 8, 17, 64};
+    const int64_t Ks[] = {0 /* one block */, 576, 1536}, Ns[] = {37, 45, 70};
+    const int64_t max_m = 64, max_k = 1536, max_n = 70;
+    size_t sc_bytes = ig_cuda_qlinear_scratch_bytes(max_m, max_k, max_n, IG_DTYPE_F32);
+    CU_ASSERT_FATAL(sc_bytes >= ig_cuda_qlinear_scratch_bytes(max_m, max_k, max_n, IG_DTYPE_F16));
+    void *dsc = dev(sc_bytes);
+    float *got = malloc(sizeof(float) * (size_t)(max_m * max_n));
+    ig_rng r;
+    ig_rng_seed(&r, 100);
+    for (int ti = 0; ti < 5; ti++)
+        for (int si = 0; si < 3; si++) {
+            ig_dtype t = k_qtypes[ti];
+            int64_t K = Ks[si] ? Ks[si] : ig_dtype_block_elems(t), N = Ns[si];
+            float *wf = malloc(sizeof(float) * (size_t)(N * K));
+            uint8_t *wq = q_weights(&r, t, N, K, wf);
+            float *x = rnd(&r, max_m * K, -1, 1);
+            void *dw = up(wq, ig_dtype_row_bytes(t, K) * (size_t)N);
+            float *dx = up(x, sizeof(float) * (size_t)(max_m * K));
+            float *dy = dev(sizeof(float) * (size_t)(max_m * N));
+            for (int mi = 0; mi < 6; mi++) {
+                int64_t M = Ms[mi];
+                char what[96];
+                snprintf(what, sizeof what, "qlinear %s M %lld K %lld N %lld", ig_dtype_name(t),
+                         (long long)M, (long long)K, (long long)N);
+                qlinear_run(what, dx, x, M, K, dw, t, wf, N, dy, got, NULL, 1e-5);
+                if (M <= IG_CUDA_QLINEAR_GEMV_MAX_M) continue;
+                ig_cuda_qscratch full = {dsc, ig_cuda_qlinear_scratch_bytes(M, K, N, IG_DTYPE_F32),
+                                         IG_DTYPE_F32};
+                ig_cuda_qscratch chunks = {
+                    dsc, ig_cuda_qlinear_scratch_bytes(M, K, 64, IG_DTYPE_F32), IG_DTYPE_F32};
+                ig_cuda_qscratch half = {dsc, ig_cuda_qlinear_scratch_bytes(M, K, N, IG_DTYPE_F16),
+                                         IG_DTYPE_F16};
+                snprintf(what, sizeof what, "qlinear %s M %lld K %lld N %lld f32 GEMM",
+                         ig_dtype_name(t), (long long)M, (long long)K, (long long)N);
+                qlinear_run(what, dx, x, M, K, dw, t, wf, N, dy, got, &full, 1e-5);
+                snprintf(what, sizeof what, "qlinear %s M %lld K %lld N %lld f32 GEMM, chunks",
+                         ig_dtype_name(t), (long long)M, (long long)K, (long long)N);
+                qlinear_run(what, dx, x, M, K, dw, t, wf, N, dy, got, &chunks, 1e-5);
+                snprintf(what, sizeof what, "qlinear %s M %lld K %lld N %lld f16 GEMM",
+                         ig_dtype_name(t), (long long)M, (long long)K, (long long)N);
+                qlinear_run(what, dx, x, M, K, dw, t, wf, N, dy, got, &half, 2e-3);
+            }
+            ig_cuda_free(dw);
+            ig_cuda_free(dx);
+            ig_cuda_free(dy);
+            free(wf);
+            free(wq);
+            free(x);
+        }
+    ig_cuda_free(dsc);
+    free(got);
+}
+
+/* ig_cuda_dequant_rows: f32 bitwise ig_dequant_row_ref, f16 that rounded to nearest even; the
+ * indexed variant picks rows (repeats too) and fills a row of NaN for an index out of range. */
+static void test_qdequant(void) {
+    if (!need_gpu()) return;
+    ig_rng r;
+    ig_rng_seed(&r, 101);
+    const int64_t N = 23, K = 576;
+    const int32_t idx[] = {5, 0, 22, 5, 23, -1, 11};
+    const int64_t n_idx = 7;
+    for (int ti = 0; ti < 5; ti++) {
+        ig_dtype t = k_qtypes[ti];
+        size_t rb = ig_dtype_row_bytes(t, K), fb = sizeof(float) * (size_t)(N * K);
+        float *wf = malloc(fb), *got = malloc(fb);
+        uint16_t *want_h = malloc(sizeof(uint16_t) * (size_t)(N * K));
+        uint16_t *got_h = malloc(sizeof(uint16_t) * (size_t)(N * K));
+        uint8_t *wq = q_weights(&r, t, N, K, wf);
+        for (int64_t i = 0; i < N * K; i++) want_h[i] = ig_f32_to_f16(wf[i]);
+        void *dw = up(wq, rb * (size_t)N);
+        int32_t *didx = up(idx, sizeof idx);
+        float *dy = dev(fb);
+        ig_error err = {0};
+        char what[64];
+        ok(ig_cuda_dequant_rows(dw, t, N, K, dy, IG_DTYPE_F32, g_s, &err), &err);
+        down(got, dy, fb);
+        snprintf(what, sizeof what, "dequant_rows %s f32", ig_dtype_name(t));
+        check_equal_bytes(what, got, wf, fb);
+        ok(ig_cuda_dequant_rows(dw, t, N, K, dy, IG_DTYPE_F16, g_s, &err), &err);
+        down(got_h, dy, sizeof(uint16_t) * (size_t)(N * K));
+        snprintf(what, sizeof what, "dequant_rows %s f16", ig_dtype_name(t));
+        check_equal_bytes(what, got_h, want_h, sizeof(uint16_t) * (size_t)(N * K));
+        ok(ig_cuda_dequant_rows_idx(dw, t, N, K, didx, n_idx, dy, IG_DTYPE_F32, g_s, &err), &err);
+        down(got, dy, sizeof(float) * (size_t)(n_idx * K));
+        for (int64_t i = 0; i < n_idx; i++) {
+            snprintf(what, sizeof what, "dequant_rows_idx %s row %lld", ig_dtype_name(t),
+                     (long long)i);
+            if (idx[i] >= 0 && idx[i] < N) {
+                check_equal_bytes(what, got + i * K, wf + idx[i] * K, sizeof(float) * (size_t)K);
+            } else {
+                int all_nan = 1;
+                for (int64_t k = 0; k < K; k++) all_nan &= isnan(got[i * K + k]) != 0;
+                CU_ASSERT(all_nan);
+            }
+        }
+        ig_cuda_free(dw);
+        ig_cuda_free(didx);
+        ig_cuda_free(dy);
+        free(wf);
+        free(got);
+        free(want_h);
+        free(got_h);
+        free(wq);
+    }
+}
+
+/* Invalid arguments: IG_ERR_INVALID_ARG naming the problem, and nothing launched (y keeps its
+ * bytes). */
+static void expect_invalid(ig_status st, const ig_error *err, const char *needle) {
+    int good = st == IG_ERR_INVALID_ARG && strstr(err->msg, needle) != NULL;
+    if (!good)
+        fprintf(stderr, "expected invalid argument '%s', got %d: %s\n", needle, st, err->msg);
+    CU_ASSERT(good);
+}
+
+static void test_qlinear_bad_args(void) {
+    if (!need_gpu()) return;
+    const int64_t M = 3, K = 64, N = 5;
+    ig_dtype t = IG_DTYPE_Q4G64;
+    float *dx = dev(sizeof(float) * (size_t)(M * K + 4)),
+          *dy = dev(sizeof(float) * (size_t)(M * N));
+    void *dw = dev(ig_dtype_row_bytes(t, K) * (size_t)N);
+    float before[15], after[15];
+    for (int i = 0; i < 15; i++) before[i] = (float)i;
+    ig_error err = {0};
+    ok(ig_cuda_copy_h2d_async(dy, before, sizeof before, g_s, &err), &err);
+    sync_ok();
+    ig_cuda_qscratch bad_sc = {dx, 4096, IG_DTYPE_BF16};
+    expect_invalid(ig_cuda_qlinear(g_ctx, g_s, dx, M, K, dw, IG_DTYPE_F16, N, dy, NULL, &err), &err,
+                   "not block-quantized");
+    expect_invalid(ig_cuda_qlinear(g_ctx, g_s, dx, M, 48, dw, t, N, dy, NULL, &err), &err,
+                   "K=48 must be a positive multiple of q4g64's block of 64");
+    expect_invalid(ig_cuda_qlinear(g_ctx, g_s, dx, M, 0, dw, t, N, dy, NULL, &err), &err, "K=0");
+    expect_invalid(ig_cuda_qlinear(g_ctx, g_s, dx, -1, K, dw, t, N, dy, NULL, &err), &err, "M=-1");
+    expect_invalid(ig_cuda_qlinear(g_ctx, g_s, NULL, M, K, dw, t, N, dy, NULL, &err), &err,
+                   "NULL x");
+    expect_invalid(ig_cuda_qlinear(g_ctx, g_s, dx, M, K, NULL, t, N, dy, NULL, &err), &err,
+                   "NULL W");
+    expect_invalid(ig_cuda_qlinear(g_ctx, g_s, dx, M, K, dw, t, N, NULL, NULL, &err), &err,
+                   "NULL y");
+    expect_invalid(ig_cuda_qlinear(g_ctx, g_s, dx + 1, M, K, dw, t, N, dy, NULL, &err), &err,
+                   "16-byte aligned");
+    expect_invalid(ig_cuda_qlinear(g_ctx, g_s, dx, M, K, (char *)dw + 2, t, N, dy, NULL, &err),
+                   &err, "4-byte aligned for q4g64");
+    expect_invalid(ig_cuda_qlinear(g_ctx, g_s, dx, M, K, dw, t, N, dy, &bad_sc, &err), &err,
+                   "gemm_type bf16");
+    expect_invalid(ig_cuda_dequant_rows(dw, t, N, K, dy, IG_DTYPE_BF16, g_s, &err), &err,
+                   "output type bf16");
+    expect_invalid(ig_cuda_dequant_rows(dw, IG_DTYPE_F32, N, K, dy, IG_DTYPE_F32, g_s, &err), &err,
+                   "W type f32 is not block-quantized");
+    expect_invalid(ig_cuda_dequant_rows(dw, IG_DTYPE_Q8_0, N, 40, dy, IG_DTYPE_F32, g_s, &err),
+                   &err, "K=40");
+    expect_invalid(ig_cuda_dequant_rows_idx(dw, t, N, K, NULL, 2, dy, IG_DTYPE_F32, g_s, &err),
+                   &err, "NULL idx");
+    /* the checks alone; empty work is fine and touches nothing */
+    CU_ASSERT(ig_cuda_qlinear_check_args(M, K, t, N, &err) == IG_OK);
+    CU_ASSERT(ig_cuda_qlinear_check_args(M, 96, IG_DTYPE_Q8_0, N, &err) == IG_OK);
+    CU_ASSERT(ig_cuda_qlinear_check_args(M, 96, t, N, &err) == IG_ERR_INVALID_ARG);
+    CU_ASSERT(ig_cuda_qlinear(g_ctx, g_s, NULL, 0, K, NULL, t, N, NULL, NULL, &err) == IG_OK);
+    CU_ASSERT(ig_cuda_dequant_rows(NULL, t, 0, K, NULL, IG_DTYPE_F16, g_s, &err) == IG_OK);
+    CU_ASSERT(ig_cuda_qlinear_scratch_bytes(M, K, N, IG_DTYPE_BF16) == 0);
+    CU_ASSERT(ig_cuda_qlinear_scratch_bytes(M, K, N, IG_DTYPE_F32) == (size_t)(N * K * 4));
+    CU_ASSERT(ig_cuda_qlinear_scratch_bytes(M, K, N, IG_DTYPE_F16) == 512 + (size_t)(N * K * 2));
+    down(after, dy, sizeof after);
+    CU_ASSERT(memcmp(before, after, sizeof before) == 0);
+    ig_cuda_free(dx);
+    ig_cuda_free(dy);
+    ig_cuda_free(dw);
+}
+
 static void test_streams_events_copies(void) {
     if (!need_gpu()) return;
     ig_error err = {0};
@@ -1019,5 +1263,8 @@ void ig_test_register(void) {
     CU_add_test(s, "argmax", test_argmax);
     CU_add_test(s, "sample", test_sample);
     CU_add_test(s, "gemm", test_gemm);
+    CU_add_test(s, "qlinear", test_qlinear);
+    CU_add_test(s, "qdequant", test_qdequant);
+    CU_add_test(s, "qlinear_bad_args", test_qlinear_bad_args);
     CU_add_test(s, "streams_events_copies", test_streams_events_copies);
 }

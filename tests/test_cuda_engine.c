@@ -208,7 +208,7 @@ static void all_policies(const char *name, const ig_model *m) {
 
 static void fixture(const char *name) {
     if (!need_gpu()) return;
-    ig_model_load_opts lo = {IG_DTYPE_F16, 1};
+    ig_model_load_opts lo = {IG_DTYPE_F16, 1, 0};
     ig_model *m = NULL;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_model_load(ig_test_fixture(name), &lo, &m, &err), IG_OK);
@@ -230,7 +230,7 @@ static void test_default_model(void) {
         ig_test_skip("the default model is not installed (tools/setup.sh)");
         return;
     }
-    ig_model_load_opts lo = {IG_DTYPE_F16, 1};
+    ig_model_load_opts lo = {IG_DTYPE_F16, 1, 0};
     ig_model *m = NULL;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_model_load(path, &lo, &m, &err), IG_OK);
@@ -240,9 +240,31 @@ static void test_default_model(void) {
     ig_model_free(m);
 }
 
+/* Compressed weights (tiny_llama quantized at load, and with ggml's Q4_1 blocks): the CUDA engine
+ * keeps the blocks on the device (ig_cuda_qlinear) and must match the CPU engine, which reads the
+ * same blocks (ig_cpu_linear): with f32 GEMMs the same tokens, bytes and logits to F32_BOUND. */
+static void test_tiny_llama_quantized(void) {
+    if (!need_gpu()) return;
+    const ig_dtype types[] = {IG_DTYPE_Q8G64, IG_DTYPE_Q4G64, IG_DTYPE_Q4_1};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        ig_model_load_opts lo = {types[i], 1, 0};
+        ig_model *m = NULL;
+        ig_error err;
+        CU_ASSERT_EQUAL_FATAL(ig_model_load(ig_test_fixture("tiny_llama"), &lo, &m, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_model_dtype(m), types[i]);
+        char name[64];
+        snprintf(name, sizeof name, "tiny_llama %s", ig_dtype_name(types[i]));
+        compare1(name, m, NULL, NULL, 0, IG_KV_ACCESS_AUTO, 1, 0);
+        compare1(name, m, "full", NULL, 0, IG_KV_ACCESS_AUTO, 1, 0);
+        compare1(name, m, NULL, NULL, 0, IG_KV_ACCESS_AUTO, 0, 0); /* f16 prefill GEMM: bounded */
+        ig_model_free(m);
+    }
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("cuda_engine", NULL, NULL);
     CU_add_test(s, "tiny llama: CUDA == CPU (greedy, policies)", test_tiny_llama);
     CU_add_test(s, "tiny opt: CUDA == CPU (greedy, policies)", test_tiny_opt);
     CU_add_test(s, "default model: CUDA == CPU", test_default_model);
+    CU_add_test(s, "tiny llama, compressed weights: CUDA == CPU", test_tiny_llama_quantized);
 }

@@ -44,7 +44,7 @@ static const int32_t *ref_tokens(int mi, const char *name, int *n) {
 
 static int suite_init(void) {
     for (int i = 0; i < 2; i++) {
-        ig_model_load_opts o = {IG_DTYPE_F32, 1};
+        ig_model_load_opts o = {IG_DTYPE_F32, 1, 0};
         ig_error err;
         if (ig_model_load(ig_test_fixture(g_fixtures[i]), &o, &g_models[i], &err) != IG_OK) {
             fprintf(stderr, "%s\n", err.msg);

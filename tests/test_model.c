@@ -65,7 +65,7 @@ static int ref_open(const char *path, ref_data *r) {
 }
 
 static ig_model *load(const char *path, ig_dtype dtype) {
-    ig_model_load_opts o = {dtype, 1};
+    ig_model_load_opts o = {dtype, 1, 0};
     ig_model *m = NULL;
     ig_error err;
     if (ig_model_load(path, &o, &m, &err) != IG_OK) {
@@ -358,7 +358,7 @@ static const char *crafted_dir(const char *name, const char *from, const char *t
 }
 
 static void expect_load_error(const char *path, ig_status code, const char *s1, const char *s2) {
-    ig_model_load_opts o = {IG_DTYPE_F32, 1};
+    ig_model_load_opts o = {IG_DTYPE_F32, 1, 0};
     ig_model *m = NULL;
     ig_error err;
     ig_error_clear(&err);

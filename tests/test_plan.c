@@ -200,7 +200,7 @@ static void test_model_shapes(void) {
     CU_ASSERT(params > 12.8e9 && params < 13.0e9); /* OPT-13B: 12.85e9 parameters */
     ig_plan_free(p);
     /* from a real model file: the shape equals the loaded config */
-    ig_model_load_opts lo = {IG_DTYPE_F16, 1};
+    ig_model_load_opts lo = {IG_DTYPE_F16, 1, 0};
     ig_model *mod = NULL;
     CU_ASSERT_EQUAL_FATAL(ig_model_load(ig_test_fixture("tiny_llama"), &lo, &mod, &err), IG_OK);
     ig_model_shape_from_model(mod, &s);
@@ -654,6 +654,65 @@ static void test_search(void) {
                     IG_ERR_INVALID_ARG);
 }
 
+/* Compressed weights are planned, placed and costed by their compressed bytes: OPT-6.7B does not
+ * fit a 12 GiB device in f16 but does with q4_1 (20 bytes per 32 values), and with every weight in
+ * host memory a decode step moves the compressed bytes over the link. */
+static void test_compressed_weights(void) {
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = shape_cfg("opt-6.7b");
+    o.wl = (ig_workload){512, 32, 1, 1};
+    static ig_hwprof hw;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_hwprof_open("a6000-pcie3", &hw, &err), IG_OK);
+    hw.device.memory_gib = 12;
+    ig_machine m;
+    ig_hwprof_to_machine(&hw, &m);
+    ig_cost_hw rates;
+    ig_cost_hw_from_profile(&hw, &rates);
+    ig_plan *p = NULL;
+    CU_ASSERT_EQUAL(ig_plan_create(&o, &m, &p, &err), IG_ERR_CAPACITY);
+    CU_ASSERT(!strncmp(err.msg, "device: needs ", 14));
+    o.weight_dtype = IG_PLAN_Q4_1;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+    size_t d = (size_t)o.model.d_model, f = (size_t)o.model.d_ffn;
+    /* the matrix in blocks of 32 (20 bytes each) and OPT's bias in f16 */
+    CU_ASSERT_EQUAL(ig_plan_tensor_bytes(p, 0, IG_WT_Q), d * (d / 32) * 20 + 2 * d);
+    CU_ASSERT_EQUAL(ig_plan_tensor_bytes(p, 0, IG_WT_DOWN), d * (f / 32) * 20 + 2 * d);
+    double q41 = (double)ig_plan_get_usage(p)->device.weights;
+    ig_plan_free(p);
+    /* every weight in host memory: the tensors and the link traffic shrink with the format */
+    struct {
+        ig_plan_dtype t;
+        double per_value;
+    } fmt[] = {{IG_PLAN_F16, 2},
+               {IG_PLAN_Q4_0, 18.0 / 32},
+               {IG_PLAN_Q8_0, 34.0 / 32},
+               {IG_PLAN_INT4, 0.5 + 4.0 / 64},
+               {IG_PLAN_INT8, 1 + 4.0 / 64}};
+    o.pct = (ig_plan_percent){0, 100, 100, 0, 100, 0};
+    double h2d_f16 = 0;
+    for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++) {
+        o.weight_dtype = fmt[i].t;
+        CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+        /* matrices scale with the format; vectors (norms, biases) stay f16 */
+        CU_ASSERT_EQUAL(ig_plan_tensor_bytes(p, 0, IG_WT_Q),
+                        (size_t)((double)(d * d) * fmt[i].per_value + 0.5) + 2 * d);
+        ig_cost_result r;
+        CU_ASSERT_EQUAL(ig_cost_estimate(p, &rates, &r, &err), IG_OK);
+        /* a decode step streams each layer's weights from the host, at their stored size (KV and
+         * activations stay on the device) */
+        double layer = (double)ig_plan_layer(p, 0)->w_total;
+        IG_ASSERT_NEAR(r.decode_traffic.h2d_bytes, layer, 0.01 * layer);
+        if (fmt[i].t == IG_PLAN_F16)
+            h2d_f16 = r.decode_traffic.h2d_bytes;
+        else
+            CU_ASSERT(r.decode_traffic.h2d_bytes < h2d_f16 * fmt[i].per_value / 2 * 1.05);
+        ig_plan_free(p);
+    }
+    CU_ASSERT(q41 < 12.0 * (1 << 30) * 0.5);
+}
+
 /* ---------------- CLI ---------------- */
 
 typedef ig_test_run run_out;
@@ -844,5 +903,6 @@ void ig_test_register(void) {
     CU_add_test(s, "cost_by_hand", test_cost_by_hand);
     CU_add_test(s, "fetch_profile", test_fetch_profile);
     CU_add_test(s, "search", test_search);
+    CU_add_test(s, "compressed_weights", test_compressed_weights);
     CU_add_test(s, "cli", test_cli);
 }

@@ -198,7 +198,7 @@ static int suite_init(void) {
         return 1;
     }
     for (int i = 0; i < 2; i++) {
-        ig_model_load_opts o = {IG_DTYPE_F32, 1};
+        ig_model_load_opts o = {IG_DTYPE_F32, 1, 0};
         ig_error err;
         if (ig_model_load(ig_test_fixture(g_fixtures[i]), &o, &g_models[i], &err) != IG_OK) {
             fprintf(stderr, "%s\n", err.msg);
@@ -342,6 +342,53 @@ static void test_stream_identical(void) {
         free(ref);
     }
     printf("\n    ");
+}
+
+/* Compressed weights stream as stored: a q4g64 model moves 36 bytes per 64 values of each matrix
+ * (plus its f32 vectors), and the streamed run equals the same model run from memory bit for bit.
+ */
+static void test_stream_compressed(void) {
+    ig_model_load_opts lo = {IG_DTYPE_Q4G64, 1, 0};
+    ig_model *m = NULL;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_model_load(ig_test_fixture("tiny_llama"), &lo, &m, &err), IG_OK);
+    const ig_layer *l0 = ig_model_layer(m, 0);
+    CU_ASSERT_EQUAL(l0->wq.dtype, IG_DTYPE_Q4G64);
+    size_t q_bytes = (size_t)l0->wq.rows * (size_t)((l0->wq.cols + 63) / 64) * 36;
+    size_t q_group = ig_wstream_group_bytes(m, 0, IG_WT_Q);
+    /* the group is the matrix plus its vectors (a bias, if any) */
+    CU_ASSERT(q_group >= q_bytes && q_group <= q_bytes + (size_t)l0->wq.rows * 4);
+    CU_ASSERT(q_group * 4 < (size_t)l0->wq.rows * (size_t)l0->wq.cols * 4);
+    size_t n_ref = 0;
+    float *ref = run_model(m, NULL, NULL, &n_ref);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    const char *dir = fresh_dir("wdisk_q");
+    ig_disk *d = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_disk_create(dir, 0, 2, &d, &err), IG_OK);
+    ig_weight_placement p;
+    make_placement(m, MIXED, &p);
+    ig_wstream_opts o = {m, &p, d, NULL, 1, 0, 0, g_topo};
+    ig_wstream *ws = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_wstream_create(&o, &ws, &err), IG_OK);
+    size_t want = 0;
+    int L = ig_model_get_config(m)->n_layer;
+    for (int l = 0; l < L; l++)
+        for (int t = 0; t < IG_WT_COUNT; t++)
+            if (p.tensor[(size_t)l * IG_WT_COUNT + (size_t)t].kind != IG_TIER_DEVICE)
+                want += ig_wstream_group_bytes(m, l, (ig_wtensor)t);
+    CU_ASSERT_EQUAL(ig_wstream_bytes_per_pass(ws), want);
+    size_t n = 0;
+    float *out = run_model(m, ws, NULL, &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT(n == n_ref && memcmp(out, ref, n * sizeof(float)) == 0);
+    ig_wstream_reset_stats(ws);
+    ig_wstream_free(ws);
+    ig_disk_free(d);
+    CU_ASSERT(dir_is_empty(dir));
+    free(out);
+    free(ref);
+    free(p.tensor);
+    ig_model_free(m);
 }
 
 /* Every byte moved is counted: h2d = bytes/pass x passes (+ the prefetch of layer 0 for a next pass
@@ -533,6 +580,7 @@ void ig_test_register(void) {
     CU_add_test(s, "disk_full", test_disk_full);
     CU_pSuite w = CU_add_suite("wstream", suite_init, suite_clean);
     CU_add_test(w, "identical_logits", test_stream_identical);
+    CU_add_test(w, "compressed", test_stream_compressed);
     CU_add_test(w, "bytes_counted", test_stream_counts);
     CU_add_test(w, "link_time", test_stream_link_time);
     CU_add_test(w, "capacity", test_stream_capacity);

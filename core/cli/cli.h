@@ -23,6 +23,7 @@ typedef struct ig_cli_common {
     const char *model_path; /* NULL: the default model */
     int threads;
     ig_dtype dtype;
+    int keep_stored; /* --dtype stored */
     int verbose;
     int quiet;
     const char *backend; /* auto, cpu, cuda */
@@ -55,7 +56,10 @@ enum {
     "                    configs/models shape, no tokenizer) (default: the installed "             \
     "SmolLM2-135M)\n"                                                                              \
     "  --threads N       compute threads (default: all cores)\n"                                   \
-    "  --dtype T         weight storage: f32 (default), f16, bf16\n"                               \
+    "  --dtype T         weight storage: f32 (default), f16, bf16; q4g64 or q8g64 (FlexGen's\n"    \
+    "                    group-wise 4/8-bit weights, made at load), q4_0, q4_1, q8_0 (ggml's);\n"  \
+    "                    stored: each matrix as the file stores it (GGUF Q4_0/Q4_1/Q8_0 kept,\n"   \
+    "                    other quantizations widened to f32)\n"                                    \
     "  --backend B       auto (default, or $IGEN_BACKEND), cpu or cuda; without a usable GPU\n"    \
     "                    igen says so and uses the CPU\n"                                          \
     "  --cuda-gemm T     CUDA weights and GEMMs in f16 (default; bf16 models: bf16) or\n"          \

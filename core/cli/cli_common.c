@@ -68,11 +68,20 @@ int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
         c->threads = (int)v;
         return 1;
     case IG_OPT_DTYPE: {
+        if (!strcmp(arg, "stored")) {
+            c->keep_stored = 1;
+            c->dtype = IG_DTYPE_F32;
+            return 1;
+        }
         int t = ig_dtype_from_name(arg);
-        if (t < 0 || !ig_dtype_is_float_storage((ig_dtype)t)) {
-            fprintf(stderr, "igen: --dtype: '%s' is not one of f32, f16, bf16\n", arg);
+        if (t < 0 || !ig_dtype_is_weight_storage((ig_dtype)t)) {
+            fprintf(stderr,
+                    "igen: --dtype: '%s' is not one of f32, f16, bf16, q4g64, q8g64, q4_0, q4_1, "
+                    "q8_0, stored\n",
+                    arg);
             return -1;
         }
+        c->keep_stored = 0;
         c->dtype = (ig_dtype)t;
         return 1;
     }
@@ -151,7 +160,7 @@ ig_model *ig_cli_load_model(const ig_cli_common *c) {
     }
     if (c->threads > 0) ig_cpu_set_threads(c->threads);
     ig_cli_select_backend(c->backend);
-    ig_model_load_opts o = {c->dtype, c->quiet};
+    ig_model_load_opts o = {c->dtype, c->quiet, c->keep_stored};
     ig_model *m = NULL;
     if (!strncmp(path, "dummy:", 6)) { /* dummy:SHAPE: random weights of a configs/models shape */
         ig_model_shape shape;

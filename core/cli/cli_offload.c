@@ -111,10 +111,6 @@ int ig_cli_offload_opt(ig_cli_offload *o, int opt, const char *arg) {
     }
 }
 
-static ig_plan_dtype plan_dtype_of(ig_dtype t) {
-    return t == IG_DTYPE_F16 ? IG_PLAN_F16 : t == IG_DTYPE_BF16 ? IG_PLAN_BF16 : IG_PLAN_F32;
-}
-
 int ig_cli_offload_setup(const char *cmd, ig_cli_offload *o, const ig_model *m, int n_seqs,
                          int prompt_len, int gen_len, const ig_cli_policy *pol,
                          ig_engine_opts *eo) {
@@ -155,7 +151,7 @@ ig_status ig_cli_offload_setup_err(const char *cmd, ig_cli_offload *o, const ig_
     if (ig_link_parse(o->link_spec, &o->link, &err) != IG_OK) goto fail;
     const ig_model_config *c = ig_model_get_config(m);
     po.model = *c;
-    po.weight_dtype = plan_dtype_of(ig_model_dtype(m));
+    po.weight_dtype = ig_plan_dtype_of_weight(ig_model_dtype(m));
     po.act_dtype = IG_PLAN_F32;
     po.kv_dtype = pol && pol->name && !strcmp(pol->name, "int4")      ? IG_PLAN_INT4
                   : pol && pol->name && pol->kv_dtype == IG_DTYPE_F16 ? IG_PLAN_F16

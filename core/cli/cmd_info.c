@@ -56,8 +56,13 @@ int ig_cmd_info(int argc, char **argv) {
         json_object_object_add(o, "d_ffn", json_object_new_int(c->d_ffn));
         json_object_object_add(o, "vocab", json_object_new_int(c->vocab));
         json_object_object_add(o, "max_pos", json_object_new_int(c->max_pos));
+        char desc[160];
         json_object_object_add(o, "dtype",
                                json_object_new_string(ig_dtype_name(ig_model_dtype(m))));
+        json_object_object_add(o, "dtypes",
+                               json_object_new_string(ig_model_dtype_desc(m, desc, sizeof desc)));
+        json_object_object_add(o, "decode_bytes_per_token",
+                               json_object_new_int64((int64_t)ig_model_decode_bytes_per_token(m)));
         json_object_object_add(o, "weight_bytes",
                                json_object_new_int64((int64_t)ig_model_weight_bytes(m)));
         json_object_object_add(o, "kv_bytes_per_token", json_object_new_int64((int64_t)kv_tok));
@@ -76,8 +81,11 @@ int ig_cmd_info(int argc, char **argv) {
         if (c->arch == IG_ARCH_LLAMA) printf("rope theta   %g\n", (double)c->rope_theta);
         printf("norm eps     %g\n", (double)c->norm_eps);
         printf("tied lm_head %s\n", c->tied_embeddings ? "yes" : "no");
-        printf("weights      %.1f MiB as %s\n", (double)ig_model_weight_bytes(m) / 1048576.0,
-               ig_dtype_name(ig_model_dtype(m)));
+        char desc[160];
+        printf("weights      %.1f MiB as %s; %.1f MB read per decoded token\n",
+               (double)ig_model_weight_bytes(m) / 1048576.0,
+               ig_model_dtype_desc(m, desc, sizeof desc),
+               (double)ig_model_decode_bytes_per_token(m) / 1e6);
         printf("KV cache     %zu bytes per token (f32)\n", kv_tok);
         printf("threads      %d, SIMD %s\n", ig_cpu_get_threads(), ig_cpu_simd_name());
         char why[256] = "";

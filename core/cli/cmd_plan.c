@@ -30,7 +30,8 @@ static void help(void) {
         "  --percent W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU\n"
         "                    percent of weights, KV cache, activations on the device and on the\n"
         "                    host; the rest of each on disk (default 100,0,100,0,100,0)\n"
-        "  --weight-dtype T  f32, f16, bf16 or int4 (default: the shape's, or f16 with --model)\n"
+        "  --weight-dtype T  f32, f16, bf16, int4 (FlexGen's compressed weights: q4g64), int8\n"
+        "                    (q8g64), q4_0, q4_1 or q8_0 (default: the shape's, or the model's)\n"
         "  --kv T            KV cache format: f16 (default), f32 or int4 (group 64)\n"
         "  --policy NAME     a KV policy's cost terms from its parameters (defaults, or --set):\n"
         "                    int4 (KV int4), h2o (keep and fetch heavy + recent ratio = 0.2),\n"
@@ -319,14 +320,16 @@ int ig_cmd_plan(int argc, char **argv) {
         case O_WDT:
             wdt = ig_plan_dtype_from_name(optarg);
             if (wdt < 0) {
-                fprintf(stderr, "igen plan: --weight-dtype: '%s' is not f32, f16, bf16 or int4\n",
+                fprintf(stderr,
+                        "igen plan: --weight-dtype: '%s' is not f32, f16, bf16, int4, int8, q4_0, "
+                        "q4_1 or q8_0\n",
                         optarg);
                 return IG_EXIT_ERROR;
             }
             break;
         case O_KV:
             kv = ig_plan_dtype_from_name(optarg);
-            if (kv < 0 || kv == IG_PLAN_BF16) {
+            if (kv < 0 || kv == IG_PLAN_BF16 || kv > IG_PLAN_INT4) {
                 fprintf(stderr, "igen plan: --kv: '%s' is not f16, f32 or int4\n", optarg);
                 return IG_EXIT_ERROR;
             }
@@ -440,7 +443,7 @@ int ig_cmd_plan(int argc, char **argv) {
             return IG_EXIT_ERROR;
         }
     } else {
-        ig_model_load_opts lo = {wdt == IG_PLAN_F32 ? IG_DTYPE_F32 : IG_DTYPE_F16, 1};
+        ig_model_load_opts lo = {wdt == IG_PLAN_F32 ? IG_DTYPE_F32 : IG_DTYPE_F16, 1, 0};
         ig_model *m = NULL;
         if (ig_model_load(model_path, &lo, &m, &err) != IG_OK) {
             ig_cli_error("plan", &err);

@@ -28,6 +28,7 @@ static struct {
     ig_model *model;
     char path[4096];
     ig_dtype dtype;
+    int keep_stored;
     int32_t *ids;
     size_t n_ids;
     char text[4096];
@@ -46,17 +47,25 @@ void ig_run_cache_free(void) {
     memo_free_budgets();
 }
 
+/* model.dtype as load options: a storage type, or "stored" (keep_stored, f32 fallback). */
+static ig_dtype point_dtype(const ig_exp_point *pt, int *keep_stored) {
+    *keep_stored = !strcmp(pt->dtype, "stored");
+    int t = *keep_stored ? -1 : ig_dtype_from_name(pt->dtype);
+    return t >= 0 ? (ig_dtype)t : IG_DTYPE_F32;
+}
+
 static ig_model *model_get(const ig_exp_point *pt, ig_error *err) {
-    ig_dtype dt = !strcmp(pt->dtype, "f16")    ? IG_DTYPE_F16
-                  : !strcmp(pt->dtype, "bf16") ? IG_DTYPE_BF16
-                                               : IG_DTYPE_F32;
-    if (g_cache.model && !strcmp(g_cache.path, pt->model_path) && g_cache.dtype == dt)
+    int keep = 0;
+    ig_dtype dt = point_dtype(pt, &keep);
+    if (g_cache.model && !strcmp(g_cache.path, pt->model_path) && g_cache.dtype == dt &&
+        g_cache.keep_stored == keep)
         return g_cache.model;
     model_cache_free();
     ig_cli_common com;
     ig_cli_common_init(&com);
     com.model_path = strcmp(pt->model_path, "default") ? pt->model_path : NULL;
     com.dtype = dt;
+    com.keep_stored = keep;
     com.quiet = 1;
     ig_model *m = ig_cli_load_model(&com); /* prints its error */
     if (!m) {
@@ -67,6 +76,7 @@ static ig_model *model_get(const ig_exp_point *pt, ig_error *err) {
     g_cache.model = m;
     snprintf(g_cache.path, sizeof g_cache.path, "%s", pt->model_path);
     g_cache.dtype = dt;
+    g_cache.keep_stored = keep;
     return m;
 }
 
@@ -236,9 +246,9 @@ static void offload_setup(const ig_exp_point *pt, ig_cli_offload *off, char *pct
     }
 }
 
-/* For tests of the noise flag only: IGEN_RUN_INJECT_DELAY="POINT:REPEAT:SECONDS" sleeps SECONDS
- * after repeat REPEAT (0-based, the warm-up is -1) of point POINT and counts them as decode time,
- * as a decode step that stalled would. */
+/* For tests of the noise flag and the ranks only: IGEN_RUN_INJECT_DELAY="POINT:REPEAT:SECONDS"
+ * sleeps SECONDS after repeat REPEAT (0-based, the warm-up is -1; `*`: every timed repeat) of point
+ * POINT and counts them as decode time, as a decode step that stalled would. */
 static int g_repeat = -1;
 
 void ig_run_set_repeat(int r) {
@@ -249,9 +259,11 @@ static double injected_delay(const ig_exp_point *pt) {
     const char *s = getenv("IGEN_RUN_INJECT_DELAY");
     int p = -1, r = -2;
     double sec = 0;
-    if (!s || sscanf(s, "%d:%d:%lf", &p, &r, &sec) != 3 || p != pt->index || r != g_repeat ||
-        !(sec > 0 && sec < 3600))
+    if (s && sscanf(s, "%d:*:%lf", &p, &sec) == 2)
+        r = g_repeat >= 0 ? g_repeat : -2; /* every timed repeat */
+    else if (!s || sscanf(s, "%d:%d:%lf", &p, &r, &sec) != 3)
         return 0;
+    if (p != pt->index || r != g_repeat || !(sec > 0 && sec < 3600)) return 0;
     struct timespec ts = {(time_t)sec, (long)((sec - (double)(time_t)sec) * 1e9)};
     while (nanosleep(&ts, &ts) != 0) {
     }
@@ -661,9 +673,16 @@ static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err)
     if (!strcmp(pt->hardware_path, "this")) {
         /* the prediction of this machine's own run: weights as the measured twin stores them
          * (model.dtype), KV rows as the CPU engine's home keeps them (f32) */
-        o.weight_dtype = !strcmp(pt->dtype, "f16")    ? IG_PLAN_F16
-                         : !strcmp(pt->dtype, "bf16") ? IG_PLAN_BF16
-                                                      : IG_PLAN_F32;
+        int keep = 0;
+        o.weight_dtype = ig_plan_dtype_of_weight(point_dtype(pt, &keep));
+        if (keep) { /* the types the file stores: those of the loaded model */
+            ig_model *m = model_get(pt, err);
+            if (!m) {
+                st = IG_ERR_IO;
+                goto out;
+            }
+            o.weight_dtype = ig_plan_dtype_of_weight(ig_model_dtype(m));
+        }
         o.kv_dtype = IG_PLAN_F32;
     }
     int gbs = pt->gpu_batch_size > 0 ? pt->gpu_batch_size : pt->batch;

@@ -2,8 +2,11 @@
  * API of kernels/cuda/cuda_backend.h and the launchers of cuda_kernels.h; no CUDA header.
  *
  * Weights are uploaded once at create as f16 (bf16 models stay bf16), converted on the device;
- * norms and biases stay f32. Activations are f32 on the device; each linear layer converts its
- * input rows to the weight type and runs ig_cuda_gemm (tensor cores, f32 accumulation). Without a
+ * norms and biases stay f32. Block-quantized matrices (q4g64, q8g64, GGUF's Q4_0/Q4_1/Q8_0 kept
+ * with --dtype stored) stay compressed on the device and run through ig_cuda_qlinear (a GEMV that
+ * dequantizes in registers for decode; dequantized chunks and a GEMM for prefill). Activations are
+ * f32 on the device; each other linear layer converts its input rows to the weight type and runs
+ * ig_cuda_gemm (tensor cores, f32 accumulation). Without a
  * policy the KV cache is on the device, [layer][slot][kv_head][max_ctx][head_dim] f32 as on the
  * CPU. With a policy the KV home stays in host memory (offload/kv_home, registered pinned and
  * mapped); the policy runs on the CPU over the rows it needs, copied down each layer, and the
@@ -92,7 +95,8 @@ int ig_cu_prefill_on_device(const ig_engine *e, int s) {
 #include "kernels/cuda/cuda_kernels.h"
 
 typedef struct cu_weight {
-    void *d; /* [rows][cols] of cu->wt */
+    void *d;    /* [rows][cols] of t */
+    ig_dtype t; /* cu->wt, or a block-quantized type kept compressed (ig_cuda_qlinear) */
     int64_t rows, cols;
 } cu_weight;
 
@@ -106,6 +110,7 @@ struct ig_cu_engine {
     ig_cuda_ctx *ctx;
     ig_cuda_stream_t cs, xs; /* compute, copy */
     ig_dtype wt;             /* weights on the device: f16 (bf16 models: bf16) */
+    ig_cuda_qscratch qs;     /* prefill scratch of the compressed matrices (none: qs.buf NULL) */
     cu_layer *layers;
     cu_weight lm_head;
     float *final_w, *final_b;
@@ -164,9 +169,17 @@ static ig_status upload_f32(float **d, const float *h, size_t n, ig_cu_engine *c
 static ig_status upload_w(cu_weight *dw, const ig_weight *w, ig_cu_engine *c, float *stage,
                           size_t stage_floats, ig_error *err) {
     dw->d = NULL;
+    dw->t = c->wt;
     dw->rows = w->rows;
     dw->cols = w->cols;
     if (!w->data) return IG_OK;
+    if (ig_dtype_is_quant(w->dtype)) { /* kept compressed: its bytes as they are */
+        size_t bytes = (size_t)w->rows * ig_dtype_row_bytes(w->dtype, w->cols);
+        dw->t = w->dtype;
+        IG_TRY(dalloc(&dw->d, bytes, err));
+        IG_TRY(ig_cuda_copy_h2d_async(dw->d, w->data, bytes, c->cs, err));
+        return ig_cuda_stream_sync(c->cs, err);
+    }
     size_t n = (size_t)w->rows * (size_t)w->cols, es = ig_dtype_size(c->wt);
     IG_TRY(dalloc(&dw->d, n * es, err));
     if (w->dtype == c->wt) {
@@ -209,6 +222,7 @@ void ig_cu_free(ig_cu_engine *c) {
         free(c->layers);
     }
     ig_cuda_free(c->lm_head.d);
+    ig_cuda_free(c->qs.buf);
     void *dev[] = {c->final_w,  c->final_b,  c->x,        c->h,         c->q,         c->k,
                    c->v,        c->att,      c->f1,       c->f2,        c->hidden,    c->xh,
                    c->pos,      c->rope_cos, c->rope_sin, c->kc,        c->vc,        c->logits,
@@ -301,6 +315,16 @@ static ig_status create(ig_engine *e, ig_cu_engine *c, ig_error *err) {
     IG_TRY(alloc_f(&c->f1, T * f, err));
     IG_TRY(alloc_f(&c->f2, T * f, err));
     IG_TRY(dalloc(&c->xh, T * wide * ig_dtype_size(c->wt), err));
+    if (ig_dtype_is_quant(ig_model_dtype(e->model)) ||
+        ig_dtype_is_quant(ig_model_lm_head(e->model).dtype)) {
+        /* compressed matrices: the prefill path dequantizes up to `chunk` rows of W at a time into
+         * this scratch (in the GEMM type) beside the input rows; sized once for the widest call */
+        int64_t chunk = (int64_t)((wide + 63) / 64 * 64);
+        c->qs.gemm_type = c->wt == IG_DTYPE_F32 ? IG_DTYPE_F32 : IG_DTYPE_F16;
+        c->qs.bytes =
+            ig_cuda_qlinear_scratch_bytes((int64_t)T, (int64_t)wide, chunk, c->qs.gemm_type);
+        IG_TRY(dalloc(&c->qs.buf, c->qs.bytes, err));
+    }
     IG_TRY(dalloc((void **)&c->pos, T * sizeof(int32_t), err));
     c->logit_rows = T < 256 ? (int64_t)T : 256;
     IG_TRY(alloc_f(&c->logits, (size_t)c->logit_rows * (size_t)cf->vocab, err));
@@ -343,6 +367,12 @@ ig_status ig_cu_create(ig_engine *e, ig_error *err) {
 static ig_status linear(ig_cu_engine *c, const float *x, int64_t M, const cu_weight *w,
                         const float *b, float *y, ig_error *err) {
     if (M <= 0) return IG_OK;
+    if (ig_dtype_is_quant(w->t)) {
+        IG_TRY(ig_cuda_qlinear(c->ctx, c->cs, x, M, w->cols, w->d, w->t, w->rows, y,
+                               c->qs.buf ? &c->qs : NULL, err));
+        if (b) IG_TRY(ig_cuda_add_bias(y, b, M, w->rows, c->cs, err));
+        return IG_OK;
+    }
     const void *xin = x;
     if (c->wt != IG_DTYPE_F32) {
         IG_TRY(ig_cuda_convert(x, IG_DTYPE_F32, c->xh, c->wt, M * w->cols, c->cs, err));

@@ -18,7 +18,8 @@
 #define BIG_INT (1 << 30)
 
 static const char *const k_modes[] = {"measured", "modeled", NULL};
-static const char *const k_dtypes[] = {"f32", "f16", "bf16", NULL};
+static const char *const k_dtypes[] = {"f32",  "f16",  "bf16", "q4g64",  "q8g64",
+                                       "q4_0", "q4_1", "q8_0", "stored", NULL};
 static const char *const k_backends[] = {"cpu", "cuda", "auto", NULL};
 static const char *const k_kv_access[] = {"auto", "inplace", "copy", "cpu", NULL};
 static const char *const k_prefill[] = {"every", "once", NULL};

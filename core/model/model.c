@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/mapfile.h"
 #include "core/model/model_internal.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 #define IG_DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -85,11 +86,16 @@ static int file_has_gguf_magic(const char *path) {
 ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_model **out,
                         ig_error *err) {
     *out = NULL;
-    ig_model_load_opts o = {IG_DTYPE_F32, 0};
+    ig_model_load_opts o = {IG_DTYPE_F32, 0, 0};
     if (opts) o = *opts;
-    if (!ig_dtype_is_float_storage(o.dtype))
+    if (!ig_dtype_is_weight_storage(o.dtype))
         return ig_error_set(err, IG_ERR_INVALID_ARG,
-                            "storage dtype %s is not supported (expected f32, f16 or bf16)",
+                            "storage dtype %s is not supported (expected f32, f16, bf16, q4g64, "
+                            "q8g64, q4_0, q4_1 or q8_0)",
+                            ig_dtype_name(o.dtype));
+    if (o.keep_stored && !ig_dtype_is_float_storage(o.dtype))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "keeping the stored types needs a float fallback dtype, not %s",
                             ig_dtype_name(o.dtype));
     if (!ig_path_exists(path))
         return ig_error_set(err, IG_ERR_NOT_FOUND, "%s: no such file or directory", path);
@@ -97,6 +103,7 @@ ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_mod
     ig_model *m = ig_calloc(1, sizeof *m, err);
     if (!m) return IG_ERR_NOMEM;
     m->dtype = o.dtype;
+    m->keep_stored = o.keep_stored;
     m->path = strdup(path);
     m->cfg.bos = m->cfg.eos = -1;
 
@@ -132,10 +139,13 @@ ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_mod
     const char *base = strrchr(path, '/');
     base = base && base[1] ? base + 1 : path;
     snprintf(m->name, sizeof m->name, "%s", base);
-    if (!o.quiet)
+    if (!o.quiet) {
+        char desc[160];
         IG_INFO("loaded %s (%s, %d layers, d_model %d, %d/%d heads, vocab %d, %s) in %.2f s", path,
                 ig_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.d_model, m->cfg.n_head,
-                m->cfg.n_kv_head, m->cfg.vocab, ig_dtype_name(m->dtype), ig_time_s() - t0);
+                m->cfg.n_kv_head, m->cfg.vocab, ig_model_dtype_desc(m, desc, sizeof desc),
+                ig_time_s() - t0);
+    }
     *out = m;
     return IG_OK;
 }
@@ -186,11 +196,68 @@ const char *ig_model_name(const ig_model *m) {
     return m->name;
 }
 ig_dtype ig_model_dtype(const ig_model *m) {
+    if (m->cfg.n_layer > 0 && m->layers && m->layers[0].wq.data) return m->layers[0].wq.dtype;
     return m->dtype;
 }
 
+int ig_model_keeps_stored(const ig_model *m) {
+    return m->keep_stored;
+}
+
+static void count_type(const ig_weight *w, int counts[IG_DTYPE_COUNT]) {
+    if (w->data && (int)w->dtype >= 0 && w->dtype < IG_DTYPE_COUNT) counts[w->dtype]++;
+}
+
+const char *ig_model_dtype_desc(const ig_model *m, char *buf, size_t n) {
+    if (!n) return buf;
+    if (!m->keep_stored) {
+        snprintf(buf, n, "%s", ig_dtype_name(m->dtype));
+        return buf;
+    }
+    int counts[IG_DTYPE_COUNT] = {0};
+    count_type(&m->tok_embd, counts);
+    count_type(&m->pos_embd, counts);
+    if (!m->cfg.tied_embeddings) count_type(&m->lm_head, counts);
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        const ig_layer *l = &m->layers[i];
+        const ig_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) count_type(ws[k], counts);
+    }
+    size_t used = (size_t)snprintf(buf, n, "stored:");
+    for (int t = 0; t < IG_DTYPE_COUNT && used < n; t++)
+        if (counts[t])
+            used += (size_t)snprintf(buf + used, n - used, " %s x %d", ig_dtype_name((ig_dtype)t),
+                                     counts[t]);
+    return buf;
+}
+
+ig_status ig_model_block_error(const char *file, const char *name, ig_dtype t, int64_t cols,
+                               ig_error *err) {
+    return ig_error_set(err, IG_ERR_SHAPE,
+                        "%s: tensor '%s': rows of %lld values cannot be stored as %s (blocks of "
+                        "%lld values along a row)",
+                        file, name, (long long)cols, ig_dtype_name(t),
+                        (long long)ig_dtype_block_elems(t));
+}
+
+ig_status ig_model_matrix_from_f32(ig_model *m, const char *file, const char *name,
+                                   const float *src, int64_t rows, int64_t cols, ig_weight *w,
+                                   ig_error *err) {
+    ig_dtype t = m->dtype;
+    if (!ig_dtype_row_ok(t, cols)) return ig_model_block_error(file, name, t, cols, err);
+    size_t rb = ig_dtype_row_bytes(t, cols);
+    void *buf = ig_model_alloc(m, rb * (size_t)rows, err);
+    if (!buf) return IG_ERR_NOMEM;
+    if (ig_dtype_is_quant(t))
+        ig_cpu_quantize_rows(t, src, rows, cols, buf);
+    else
+        ig_convert(t, buf, IG_DTYPE_F32, src, (size_t)rows * (size_t)cols);
+    *w = (ig_weight){buf, t, rows, cols};
+    return IG_OK;
+}
+
 static size_t wbytes(ig_weight w) {
-    return (size_t)(w.rows * w.cols) * ig_dtype_size(w.dtype);
+    return w.data ? (size_t)w.rows * ig_dtype_row_bytes(w.dtype, w.cols) : 0;
 }
 
 static size_t layer_matrix_bytes(const ig_layer *l) {
@@ -217,7 +284,7 @@ size_t ig_model_weight_bytes(const ig_model *m) {
 }
 
 size_t ig_model_decode_bytes_per_token(const ig_model *m) {
-    size_t row = (size_t)m->cfg.d_model * ig_dtype_size(m->tok_embd.dtype);
+    size_t row = ig_dtype_row_bytes(m->tok_embd.dtype, m->cfg.d_model);
     size_t n = row + wbytes(m->lm_head); /* one embedding row + the whole lm_head */
     if (m->pos_embd.data) n += row;
     for (int i = 0; i < m->cfg.n_layer; i++)

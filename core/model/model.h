@@ -64,8 +64,15 @@ typedef struct ig_layer {
 typedef struct ig_model ig_model;
 
 typedef struct ig_model_load_opts {
-    ig_dtype dtype; /* storage dtype of matrices: f32 (default), f16 or bf16 */
-    int quiet;      /* no progress on stderr */
+    /* storage dtype of matrices: f32 (default), f16, bf16, or a quantized weight format (q4g64,
+     * q8g64: FlexGen's group-wise formats; q4_0, q4_1, q8_0: ggml's), made at load from whatever
+     * the file holds. Vectors (norms, biases) stay f32. */
+    ig_dtype dtype;
+    int quiet; /* no progress on stderr */
+    /* 1: every matrix stays in the type the file stores it in where igen computes with that type
+     * (f32, f16, bf16; GGUF's Q4_0, Q4_1, Q8_0), read in place from the mapping where possible;
+     * other types (K-quants, Q5_x, ...) are converted to `dtype`. */
+    int keep_stored;
 } ig_model_load_opts;
 
 /* path: a GGUF file, or a Hugging Face directory (or its config.json / a .safetensors in it). */
@@ -88,7 +95,13 @@ const ig_tokenizer *ig_model_tokenizer(const ig_model *m);
 ig_model_format ig_model_get_format(const ig_model *m);
 const char *ig_model_path(const ig_model *m);
 const char *ig_model_name(const ig_model *m); /* a short display name */
+/* The storage type of the layer matrices (layer 0's W_q; with keep_stored the file's type). */
 ig_dtype ig_model_dtype(const ig_model *m);
+/* 1 if the model was loaded with keep_stored. */
+int ig_model_keeps_stored(const ig_model *m);
+/* The matrices' storage types in words: "f32", or with keep_stored e.g. "stored: q4_1 x 210, q8_0
+ * x 1" (types counted over every matrix). Written into buf (n bytes); returns buf. */
+const char *ig_model_dtype_desc(const ig_model *m, char *buf, size_t n);
 /* Bytes of all matrices + vectors as stored, and the bytes one decode token reads (every matrix
  * once, one embedding row, the lm_head). */
 size_t ig_model_weight_bytes(const ig_model *m);

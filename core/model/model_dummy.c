@@ -18,18 +18,32 @@ static uint64_t mix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static ig_status matrix(ig_model *m, int64_t rows, int64_t cols, uint64_t *seed, ig_weight *w,
-                        ig_error *err) {
-    size_t n = (size_t)rows * (size_t)cols, es = ig_dtype_size(m->dtype);
-    void *data = ig_model_alloc(m, n * es, err);
-    if (!data) return IG_ERR_NOMEM;
+/* Uniform values in +-1/sqrt(cols), converted chunk by chunk into dst of type t (a float type). */
+static void fill(int64_t rows, int64_t cols, uint64_t *seed, ig_dtype t, void *dst) {
+    size_t n = (size_t)rows * (size_t)cols, es = ig_dtype_size(t);
     float scale = 1.0f / sqrtf((float)cols), chunk[1024];
     for (size_t i = 0; i < n; i += 1024) {
         size_t k = n - i < 1024 ? n - i : 1024;
         for (size_t j = 0; j < k; j++)
             chunk[j] = ((float)(mix(seed) >> 40) / 16777216.0f * 2.0f - 1.0f) * scale;
-        ig_convert(m->dtype, (char *)data + i * es, IG_DTYPE_F32, chunk, k);
+        ig_convert(t, (char *)dst + i * es, IG_DTYPE_F32, chunk, k);
     }
+}
+
+static ig_status matrix(ig_model *m, int64_t rows, int64_t cols, uint64_t *seed, ig_weight *w,
+                        ig_error *err) {
+    size_t n = (size_t)rows * (size_t)cols;
+    if (ig_dtype_is_quant(m->dtype)) { /* drawn in f32, then quantized */
+        float *f = ig_malloc(n * sizeof(float), err);
+        if (!f) return IG_ERR_NOMEM;
+        fill(rows, cols, seed, IG_DTYPE_F32, f);
+        ig_status rc = ig_model_matrix_from_f32(m, m->name, "matrix", f, rows, cols, w, err);
+        free(f);
+        return rc;
+    }
+    void *data = ig_model_alloc(m, n * ig_dtype_size(m->dtype), err);
+    if (!data) return IG_ERR_NOMEM;
+    fill(rows, cols, seed, m->dtype, data);
     *w = (ig_weight){data, m->dtype, rows, cols};
     return IG_OK;
 }
@@ -44,8 +58,9 @@ static const float *vec(ig_model *m, int64_t n, float value, ig_error *err) {
 ig_status ig_model_create_dummy(const ig_model_config *c, ig_dtype dtype, uint64_t seed,
                                 const char *name, ig_model **out, ig_error *err) {
     *out = NULL;
-    if (dtype != IG_DTYPE_F32 && dtype != IG_DTYPE_F16 && dtype != IG_DTYPE_BF16)
-        return ig_error_set(err, IG_ERR_INVALID_ARG, "dummy model: dtype %s (f32, f16 or bf16)",
+    if (!ig_dtype_is_weight_storage(dtype))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "dummy model: dtype %s (f32, f16, bf16 or a quantized weight format)",
                             ig_dtype_name(dtype));
     IG_TRY(ig_model_config_validate(c, name, err));
     ig_model *m = ig_calloc(1, sizeof *m, err);

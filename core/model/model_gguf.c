@@ -59,6 +59,50 @@ static void unpermute_rows(void *data, size_t row_bytes, int n_heads, int hd, vo
     }
 }
 
+/* The igen weight type a GGUF tensor type is kept as with keep_stored, or -1 (converted). */
+static int stored_type(uint32_t ggml_type) {
+    switch (ggml_type) {
+    case IG_GGML_F32:
+        return IG_DTYPE_F32;
+    case IG_GGML_F16:
+        return IG_DTYPE_F16;
+    case IG_GGML_BF16:
+        return IG_DTYPE_BF16;
+    case IG_GGML_Q4_0:
+        return IG_DTYPE_Q4_0;
+    case IG_GGML_Q4_1:
+        return IG_DTYPE_Q4_1;
+    case IG_GGML_Q8_0:
+        return IG_DTYPE_Q8_0;
+    default:
+        return -1;
+    }
+}
+
+/* A matrix quantized at load into m->dtype (q4g64, ...): read as f32 (dequantized if the file
+ * holds another quantization), rows un-permuted, then quantized. */
+static ig_status load_quantized(gguf_loader *L, const ig_gguf_tensor *t, const char *name,
+                                int64_t rows, int64_t cols, int permute_heads, ig_weight *w,
+                                ig_error *err) {
+    ig_model *m = L->m;
+    if (!ig_dtype_row_ok(m->dtype, cols))
+        return ig_model_block_error(L->path, name, m->dtype, cols, err);
+    size_t row_bytes = (size_t)cols * sizeof(float);
+    float *f = ig_malloc(row_bytes * (size_t)rows, err);
+    if (!f) return IG_ERR_NOMEM;
+    ig_status rc = ig_gguf_tensor_read(m->gguf, t, IG_DTYPE_F32, f, err);
+    if (rc == IG_OK && permute_heads) {
+        int hd = (int)(rows / permute_heads);
+        void *tmp = ig_malloc(row_bytes * (size_t)hd, err);
+        if (!tmp) rc = IG_ERR_NOMEM;
+        if (tmp) unpermute_rows(f, row_bytes, permute_heads, hd, tmp);
+        free(tmp);
+    }
+    if (rc == IG_OK) rc = ig_model_matrix_from_f32(m, L->path, name, f, rows, cols, w, err);
+    free(f);
+    return rc;
+}
+
 /* A [rows][cols] matrix (ggml ne = {cols, rows}); permute_heads > 0 undoes the Q/K permutation. */
 static ig_status load_matrix(gguf_loader *L, const char *name, int64_t rows, int64_t cols,
                              int permute_heads, ig_weight *w, ig_error *err) {
@@ -73,18 +117,26 @@ static ig_status load_matrix(gguf_loader *L, const char *name, int64_t rows, int
     ig_model *m = L->m;
     w->rows = rows;
     w->cols = cols;
-    w->dtype = m->dtype;
-    int in_place = !permute_heads && ((t->type == IG_GGML_F32 && m->dtype == IG_DTYPE_F32) ||
-                                      (t->type == IG_GGML_F16 && m->dtype == IG_DTYPE_F16) ||
-                                      (t->type == IG_GGML_BF16 && m->dtype == IG_DTYPE_BF16));
+    int stored = m->keep_stored ? stored_type(t->type) : -1;
+    if (stored >= 0 && !ig_dtype_row_ok((ig_dtype)stored, cols)) stored = -1;
+    w->dtype = stored >= 0 ? (ig_dtype)stored : m->dtype;
+    if (stored < 0 && ig_dtype_is_quant(m->dtype))
+        return load_quantized(L, t, name, rows, cols, permute_heads, w, err);
+    int in_place =
+        !permute_heads && ((t->type == IG_GGML_F32 && w->dtype == IG_DTYPE_F32) ||
+                           (t->type == IG_GGML_F16 && w->dtype == IG_DTYPE_F16) ||
+                           (t->type == IG_GGML_BF16 && w->dtype == IG_DTYPE_BF16) || stored >= 0);
     if (in_place) {
         w->data = t->data;
         return IG_OK;
     }
-    size_t row_bytes = (size_t)cols * ig_dtype_size(m->dtype);
+    size_t row_bytes = ig_dtype_row_bytes(w->dtype, cols);
     void *buf = ig_model_alloc(m, row_bytes * (size_t)rows, err);
     if (!buf) return IG_ERR_NOMEM;
-    IG_TRY(ig_gguf_tensor_read(m->gguf, t, m->dtype, buf, err));
+    if (stored >= 0)
+        memcpy(buf, t->data, row_bytes * (size_t)rows); /* rows to be un-permuted below */
+    else
+        IG_TRY(ig_gguf_tensor_read(m->gguf, t, w->dtype, buf, err));
     if (permute_heads) {
         int hd = (int)(rows / permute_heads);
         void *tmp = ig_malloc(row_bytes * (size_t)hd, err);

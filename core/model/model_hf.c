@@ -225,15 +225,23 @@ static ig_status hf_matrix(hf_loader *L, const char *name, int64_t rows, int64_t
     }
     w->rows = rows;
     w->cols = cols;
-    w->dtype = L->m->dtype;
-    if (t->dtype == L->m->dtype) {
+    w->dtype = L->m->keep_stored ? t->dtype : L->m->dtype;
+    if (t->dtype == w->dtype) {
         w->data = t->data; /* used in place, from the mapping */
         return IG_OK;
     }
     size_t n = (size_t)(rows * cols);
-    void *buf = ig_model_alloc(L->m, n * ig_dtype_size(L->m->dtype), err);
+    if (ig_dtype_is_quant(w->dtype)) { /* quantized at load, through an f32 copy */
+        float *f = ig_malloc(n * sizeof(float), err);
+        if (!f) return IG_ERR_NOMEM;
+        ig_convert(IG_DTYPE_F32, f, t->dtype, t->data, n);
+        ig_status rc = ig_model_matrix_from_f32(L->m, t->file, name, f, rows, cols, w, err);
+        free(f);
+        return rc;
+    }
+    void *buf = ig_model_alloc(L->m, n * ig_dtype_size(w->dtype), err);
     if (!buf) return IG_ERR_NOMEM;
-    ig_convert(L->m->dtype, buf, t->dtype, t->data, n);
+    ig_convert(w->dtype, buf, t->dtype, t->data, n);
     w->data = buf;
     return IG_OK;
 }

@@ -77,4 +77,12 @@ static inline const ig_vec_ops *ig_cpu_vec(void) {
 /* Softmax of one row in place (max-subtracted, f32). A row of all -inf becomes all 0. */
 void ig_cpu_softmax_row(const ig_vec_ops *v, float *x, int64_t n);
 
+/* The GEMV of ig_cpu_linear (small M): y[m * ldy + n] = x[m] . W[n] (+ bias[n]) for m < M and n in
+ * [n0, n1); W row n at n * ig_dtype_row_bytes(wtype, K) bytes. */
+typedef void (*ig_gemv_rows_fn)(const float *x, int64_t M, int64_t K, const void *W, int64_t n0,
+                                int64_t n1, const float *bias, float *y, int64_t ldy);
+/* The kernel for block-quantized W of type t at a SIMD level (qlinear.c): blocks are decoded in
+ * registers to exactly ig_dequant_row_ref's values; K must be a multiple of the block. */
+ig_gemv_rows_fn ig_cpu_qgemv_rows(ig_simd_level level, ig_dtype t);
+
 #endif

@@ -1,7 +1,8 @@
-/* CPU compute kernels. Activations are f32; matrix weights may be stored f32, f16 or bf16 and are
- * computed in f32. Each fast kernel has a plain reference in cpu_ref.c (ig_ref_*) that tests
- * compare against. SIMD paths (AVX-512, AVX2+F16C, scalar) are chosen at run time. Kernels never
- * allocate on the hot path except where stated (grow-once scratch). Threads: OpenMP + OpenBLAS. */
+/* CPU compute kernels. Activations are f32; matrix weights may be stored f32, f16, bf16 or
+ * block-quantized and are computed in f32. Each fast kernel has a plain reference in cpu_ref.c
+ * (ig_ref_*) that tests compare against. SIMD paths (AVX-512, AVX2+F16C, scalar) are chosen at run
+ * time. Kernels never allocate on the hot path except where stated (grow-once scratch). Threads:
+ * OpenMP + OpenBLAS. */
 #ifndef IG_CPU_KERNELS_H
 #define IG_CPU_KERNELS_H
 
@@ -28,13 +29,25 @@ int ig_cpu_set_simd(const char *level);
 void ig_cpu_release_scratch(void);
 
 /* y[M,N] = x[M,K] * W[N,K]^T (+ bias[N] if not NULL). W row n holds output n (the Hugging Face /
- * GGUF layout). wtype: f32, f16 or bf16. M <= 16: a SIMD GEMV streaming W once (narrow weights
- * widened in registers); larger M: sgemm, narrow weights widened tile by tile into a grow-once
- * scratch of the calling thread. */
+ * GGUF layout). wtype: f32, f16, bf16, or a block-quantized type (q4_0, q4_1, q8_0, q4g64, q8g64;
+ * rows of ig_dtype_row_bytes(wtype, K) bytes, K a multiple of the block). M <= 16: a SIMD GEMV
+ * streaming W once (narrow weights widened, quantized blocks decoded to f32, in registers; x stays
+ * f32); larger M: sgemm, narrow or quantized weights widened tile by tile into a grow-once scratch
+ * of the calling thread. A quantized W gives bitwise the result of its dequantized f32 matrix
+ * (ig_dequant_row_ref) at the same SIMD level and thread count. */
 void ig_cpu_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype, int64_t N,
                    const float *bias, float *y);
 
-/* Embedding rows: out[i, :] = table[ids[i], :] as f32. */
+/* dst[0..n) = src as f32, bit-identical to ig_dequant_row_ref: a quantized row (n a multiple of the
+ * block, src at a block boundary) or an f32/f16/bf16 one. SIMD at the current level. */
+void ig_cpu_dequant_row(ig_dtype t, const void *src, float *dst, int64_t n);
+/* Quantizes rows x cols f32 (row-major) into rows of ig_dtype_row_bytes(t, cols) bytes with
+ * ig_quantize_row_ref (t quantized, cols a multiple of its block); rows in parallel (OpenMP). For
+ * model load (q4g64 / q8g64 from a float checkpoint); the bytes do not depend on the threads. */
+void ig_cpu_quantize_rows(ig_dtype t, const float *src, int64_t rows, int64_t cols, void *dst);
+
+/* Embedding rows: out[i, :] = table[ids[i], :] as f32 (table f32, f16, bf16 or quantized: the
+ * selected rows are dequantized as ig_cpu_dequant_row does). */
 void ig_cpu_embed(const void *table, ig_dtype ttype, int64_t dim, const int32_t *ids, int64_t n,
                   float *out);
 

@@ -1,8 +1,9 @@
 /* y = x W^T (+ bias): the matrix product behind every projection. Small M (decode) streams the
- * weights once through a SIMD GEMV that widens f16/bf16 on the fly and splits N over OpenMP
- * threads; large M (prefill) splits N over OpenMP threads too, each calling a one-thread sgemm on
- * f32 weights or on tiles of narrow weights widened into its slice of a grow-once scratch owned by
- * the calling thread. The GEMV is the batch-1 decode hot path: keep it a pure stream. */
+ * weights once through a SIMD GEMV that widens f16/bf16 (or decodes quantized blocks, qlinear.c)
+ * on the fly and splits N over OpenMP threads; large M (prefill) splits N over OpenMP threads too,
+ * each calling a one-thread sgemm on f32 weights or on tiles of narrow or quantized weights widened
+ * into its slice of a grow-once scratch owned by the calling thread. The GEMV is the batch-1 decode
+ * hot path: keep it a pure stream. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +32,7 @@
 #define LINEAR_MIN_COLS_PER_THREAD 64
 
 /* Computes y[m][n] for m < M and n in [n0, n1): rows n of W, all rows of x. */
-typedef void (*gemv_rows_fn)(const float *x, int64_t M, int64_t K, const void *W, int64_t n0,
-                             int64_t n1, const float *bias, float *y, int64_t ldy);
+typedef ig_gemv_rows_fn gemv_rows_fn;
 
 /* ---- scalar: widen a chunk of each weight row, then dot -------------------------------------- */
 
@@ -92,7 +92,8 @@ static void gemv_rows_scalar_bf16(const float *x, int64_t M, int64_t K, const vo
  * (Measured on Zen 4: interleaving even two rows halves the bandwidth the prefetchers deliver; one
  * row at a time reaches the read bandwidth.) Each step loads 2 vectors of the row, widens them and
  * multiplies them into MB rows of x, with 2 accumulators per x row; dt and MB are compile-time
- * constants after inlining, so the accumulators live in registers. */
+ * constants after inlining, so the accumulators live in registers. qlinear.c's kernels for
+ * quantized W accumulate in this same order (the tests check bitwise equality): change both. */
 
 /* ---- AVX-512: 16 lanes, MB <= 8 (16 accumulators of 32 registers) ---------------------------- */
 
@@ -296,6 +297,7 @@ IG_TARGET_AVX2 static void gemv_rows_avx2_bf16(const float *x, int64_t M, int64_
 #endif /* IG_X86 */
 
 static gemv_rows_fn pick_gemv(ig_simd_level level, ig_dtype dt) {
+    if (ig_dtype_is_quant(dt)) return ig_cpu_qgemv_rows(level, dt);
     int t = dt == IG_DTYPE_F32 ? 0 : dt == IG_DTYPE_F16 ? 1 : 2;
 #if IG_X86
     static const gemv_rows_fn k_avx512[3] = {gemv_rows_avx512_f32, gemv_rows_avx512_f16,
@@ -327,7 +329,7 @@ static void split_rows(int64_t n, int t, int nt, int64_t *n0, int64_t *n1) {
 static void linear_gemv(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype,
                         int64_t N, const float *bias, float *y) {
     gemv_rows_fn fn = pick_gemv(ig_cpu_simd_level(), wtype);
-    int64_t bytes = N * K * (int64_t)ig_dtype_size(wtype);
+    int64_t bytes = N * (int64_t)ig_dtype_row_bytes(wtype, K); /* compressed bytes if quantized */
     int nt = ig_cpu_threads_for(bytes, LINEAR_MIN_BYTES_PER_THREAD);
     int64_t max_nt = (N + LINEAR_ROW_ALIGN - 1) / LINEAR_ROW_ALIGN;
     if (nt > max_nt) nt = (int)max_nt;
@@ -386,7 +388,8 @@ static void linear_sgemm(const float *x, int64_t M, int64_t K, const void *W, ig
         }
     }
     const ig_vec_ops *v = ig_cpu_vec();
-    size_t es = ig_dtype_size(wtype);
+    const int quant = ig_dtype_is_quant(wtype);
+    size_t rb = ig_dtype_row_bytes(wtype, K);
     float beta = bias ? 1.0f : 0.0f;
     int blas_prev = nt > 1 ? ig_cpu_blas_threads_single() : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -401,9 +404,13 @@ static void linear_sgemm(const float *x, int64_t M, int64_t K, const void *W, ig
             if (wtype == IG_DTYPE_F32) {
                 w = (const float *)W + (size_t)c0 * (size_t)K;
             } else {
-                const char *src = (const char *)W + (size_t)c0 * (size_t)K * es;
-                for (int64_t r = 0; r < nb; r++)
-                    v->widen(src + (size_t)r * (size_t)K * es, wtype, K, tile + r * K);
+                const char *src = (const char *)W + (size_t)c0 * rb;
+                for (int64_t r = 0; r < nb; r++) {
+                    if (quant)
+                        ig_cpu_dequant_row(wtype, src + (size_t)r * rb, tile + r * K, K);
+                    else
+                        v->widen(src + (size_t)r * rb, wtype, K, tile + r * K);
+                }
                 w = tile;
             }
             if (bias) fill_bias(y + c0, M, N, bias + c0, nb);
@@ -417,7 +424,8 @@ static void linear_sgemm(const float *x, int64_t M, int64_t K, const void *W, ig
 void ig_cpu_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype, int64_t N,
                    const float *bias, float *y) {
     IG_ASSERT(M >= 0 && K >= 0 && N >= 0);
-    IG_ASSERT(wtype == IG_DTYPE_F32 || wtype == IG_DTYPE_F16 || wtype == IG_DTYPE_BF16);
+    IG_ASSERT(ig_dtype_is_weight_storage(wtype));
+    IG_ASSERT(ig_dtype_row_ok(wtype, K)); /* quantized: K a multiple of the block */
     if (M == 0 || N == 0) return;
     if (K == 0) {
         for (int64_t m = 0; m < M; m++)

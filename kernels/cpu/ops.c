@@ -14,12 +14,16 @@
 
 void ig_cpu_embed(const void *table, ig_dtype ttype, int64_t dim, const int32_t *ids, int64_t n,
                   float *out) {
-    IG_ASSERT(ttype == IG_DTYPE_F32 || ttype == IG_DTYPE_F16 || ttype == IG_DTYPE_BF16);
+    IG_ASSERT(ig_dtype_is_weight_storage(ttype) && ig_dtype_row_ok(ttype, dim));
     const ig_vec_ops *v = ig_cpu_vec();
-    size_t row_bytes = (size_t)dim * ig_dtype_size(ttype);
+    size_t row_bytes = ig_dtype_row_bytes(ttype, dim);
     for (int64_t i = 0; i < n; i++) {
         IG_ASSERT(ids[i] >= 0);
-        v->widen((const char *)table + (size_t)ids[i] * row_bytes, ttype, dim, out + i * dim);
+        const char *row = (const char *)table + (size_t)ids[i] * row_bytes;
+        if (ig_dtype_is_quant(ttype))
+            ig_cpu_dequant_row(ttype, row, out + i * dim, dim);
+        else
+            v->widen(row, ttype, dim, out + i * dim);
     }
 }
 

@@ -168,6 +168,52 @@ ig_status ig_cuda_kvq_quantize_rows(const float *x, int64_t n_rows, int hd, int 
 ig_status ig_cuda_kvq_dequantize_rows(const uint8_t *in, int64_t n_rows, int hd, int bits,
                                       int group, float *out, ig_cuda_stream_t s, ig_error *err);
 
+/* ---- block-quantized weights (qlinear.cu) -----------------------------------------------------
+ * W is [N][K] in one of core/dtype.h's block formats (q4_0, q4_1, q8_0, q4g64, q8g64), row n at
+ * n * ig_dtype_row_bytes(wt, K) bytes, K a multiple of the block; it stays compressed on the
+ * device. W must be 4-byte aligned (2 for q4_0 and q8_0), as cudaMalloc'd memory is. */
+
+/* M up to this runs the GEMV kernel (decode); above it the prefill path when a scratch allows. */
+#define IG_CUDA_QLINEAR_GEMV_MAX_M 8
+
+/* A caller-owned device scratch for the prefill path, sized once (ig_cuda_qlinear_scratch_bytes)
+ * and reused by every call; one call at a time uses it (calls on one stream are ordered).
+ * gemm_type IG_DTYPE_F16: x and W's rows rounded to f16, tensor cores with f32 accumulation (the
+ * engine's default GEMM precision); IG_DTYPE_F32: f32 GEMM (no TF32), the CPU's precision. */
+typedef struct ig_cuda_qscratch {
+    void *buf;    /* device memory, 256-byte aligned; NULL: no prefill path (GEMV for every M) */
+    size_t bytes; /* its size */
+    ig_dtype gemm_type;
+} ig_cuda_qscratch;
+
+/* y[M][N] = x[M][K] W^T (f32, overwritten; x 16-byte aligned). M <= IG_CUDA_QLINEAR_GEMV_MAX_M:
+ * one kernel reads each row of W once, dequantizes its blocks in registers (d * q + m in f32,
+ * bitwise the reference's weights) and dots them with all M rows, f32 accumulation. Larger M with
+ * a scratch: chunks of W's rows (all N when they fit, else multiples of 64) dequantized into the
+ * scratch and multiplied by cublasGemmEx on c's handle; a scratch too small for M rows of f16 x
+ * plus 64 rows of W (or NULL) leaves the GEMV, run in passes of 8 rows of x (correct, slower).
+ * Invalid type, K, sizes, NULL or misaligned pointers: IG_ERR_INVALID_ARG naming them, before any
+ * launch. c may be NULL when no scratch is given. */
+ig_status ig_cuda_qlinear(ig_cuda_ctx *c, ig_cuda_stream_t s, const float *x, int64_t M, int64_t K,
+                          const void *W, ig_dtype wt, int64_t N, float *y,
+                          const ig_cuda_qscratch *scratch, ig_error *err);
+/* ig_cuda_qlinear's type and size checks alone (no device involved): wt block-quantized, K a
+ * positive multiple of its block, M and N in [0, 2^31). */
+ig_status ig_cuda_qlinear_check_args(int64_t M, int64_t K, ig_dtype wt, int64_t N, ig_error *err);
+/* Scratch bytes for M rows of x and n_rows rows of W in one chunk (n_rows = N: one GEMM per
+ * call); 0 for an invalid gemm_type or negative sizes. */
+size_t ig_cuda_qlinear_scratch_bytes(int64_t M, int64_t K, int64_t n_rows, ig_dtype gemm_type);
+
+/* dst[r][0..K) = row r of W dequantized (rows packed), as f32 (bitwise ig_dequant_row_ref) or f16
+ * (that value rounded to nearest even). */
+ig_status ig_cuda_dequant_rows(const void *W, ig_dtype wt, int64_t rows, int64_t K, void *dst,
+                               ig_dtype dt, ig_cuda_stream_t s, ig_error *err);
+/* The same for the rows idx[0..n) (device memory) of a W of src_rows rows, e.g. the embedding
+ * rows of a batch's tokens; an index outside [0, src_rows) gives a row of NaN. */
+ig_status ig_cuda_dequant_rows_idx(const void *W, ig_dtype wt, int64_t src_rows, int64_t K,
+                                   const int32_t *idx, int64_t n, void *dst, ig_dtype dt,
+                                   ig_cuda_stream_t s, ig_error *err);
+
 /* ---- sampling (sample.cu) ---------------------------------------------------------------------
  */
 
