@@ -572,6 +572,15 @@ static void run_two_policies(const char *name, const char *extra, const char *en
     if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
 }
 
+/* metrics.rank.rank of a record, or -1. */
+static int rank_of(json_object *rec) {
+    json_object *m, *rk, *v;
+    if (!json_object_object_get_ex(rec, "metrics", &m) ||
+        !json_object_object_get_ex(m, "rank", &rk) || !json_object_object_get_ex(rk, "rank", &v))
+        return -1;
+    return json_object_get_int(v);
+}
+
 /* measure: repeats interleaved over the policies, their statistics recomputed here from the
  * repeats the record keeps, a delay injected into one repeat of one point flags that point as
  * noisy, and the speedups against the baseline are the per-round ratios. */
@@ -636,6 +645,29 @@ static void test_repeats(void) {
     for (int k = 0; k < 3; k++) q[k] = dt[1][k] / dt[0][k];
     double qlo = fmin(q[0], fmin(q[1], q[2])), qhi = fmax(q[0], fmax(q[1], q[2]));
     CU_ASSERT_DOUBLE_EQUAL(json_object_get_double(med), q[0] + q[1] + q[2] - qlo - qhi, 1e-9);
+    /* the ranks: h2o against full by the 95% t-interval of the same per-round ratios' logarithms */
+    double lq[3], qm = 0, qss = 0;
+    for (int k = 0; k < 3; k++) qm += (lq[k] = log(q[k])) / 3;
+    for (int k = 0; k < 3; k++) qss += (lq[k] - qm) * (lq[k] - qm);
+    double qh = 4.3027 * sqrt(qss / 2) / sqrt(3.0);
+    int want_h2o = qm - qh > 0 ? 1 : qm + qh < 0 ? 2 : 1; /* faster, slower, tied */
+    int want_full = qm - qh > 0 ? 2 : 1;
+    CU_ASSERT_EQUAL(rank_of(rs.r[1]), want_h2o);
+    CU_ASSERT_EQUAL(rank_of(rs.r[0]), want_full);
+    free_recs(&rs);
+    /* h2o stalled by 0.5 s in every round: slower than full in each, so ranked 2 of 2, untied */
+    run_two_policies("ranks", "metrics: [throughput]\nmeasure: {repeat: 3, baseline: full}\n",
+                     "IGEN_RUN_INJECT_DELAY=1:*:0.5", r);
+    load_recs("ranks", &rs);
+    CU_ASSERT_EQUAL_FATAL(rs.n, 2);
+    CU_ASSERT_EQUAL(rank_of(rs.r[0]), 1);
+    CU_ASSERT_EQUAL(rank_of(rs.r[1]), 2);
+    json_object *m0, *rk, *tied;
+    CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[0], "metrics", &m0) &&
+                    json_object_object_get_ex(m0, "rank", &rk));
+    CU_ASSERT(json_object_object_get_ex(rk, "tied_points", &tied) &&
+              json_object_array_length(tied) == 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "2/2"));
     free_recs(&rs);
     free(r);
 }

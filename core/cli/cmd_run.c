@@ -229,9 +229,24 @@ int ig_cmd_run(int argc, char **argv) {
                 n - 1);
         goto done;
     }
-    if (dry) {
-        ig_exp_print_points(x, stdout);
-        printf("results: %s\n", dir);
+    if (dry) { /* the points, those already in the results marked done (a rerun skips them) */
+        ig_results *have = NULL;
+        ig_error derr;
+        char jpath[4200];
+        snprintf(jpath, sizeof jpath, "%s/results.jsonl", dir);
+        if (access(jpath, R_OK) == 0 && ig_results_open(dir, &have, &derr) != IG_OK) have = NULL;
+        unsigned char *done_mark = calloc((size_t)n, 1);
+        int n_done = 0;
+        for (int i = 0; i < n && done_mark; i++) {
+            char key[17];
+            ig_exp_point_key(x, i, key);
+            done_mark[i] = have && ig_results_has(have, key);
+            n_done += done_mark[i];
+        }
+        ig_exp_print_points_marked(x, stdout, done_mark);
+        printf("results: %s (%d of %d points done)\n", dir, n_done, n);
+        free(done_mark);
+        ig_results_free(have);
         rc = 0;
         goto done;
     }

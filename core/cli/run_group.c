@@ -258,6 +258,64 @@ static void speedups(member *ms, int n, int R) {
     }
 }
 
+/* The group's ordering by decode throughput that the repeats can support: for every pair of points
+ * the per-round ratios (rounds are interleaved, so round r of both shares the machine's state) and
+ * the 95% t-interval of their logarithms' mean (the geometric mean ratio, so that i against j is
+ * exactly the mirror of j against i); i is faster than j only when that interval lies above 1
+ * (above 0 in logs). A point's rank
+ * is 1 + the number of points faster than it, so points the measurements cannot separate share a
+ * rank (a tie, not an order made from noise). */
+static void ranks(member *ms, int n, int R) {
+    const char *metric = "decode_throughput_tok_s";
+    int live = 0;
+    for (int i = 0; i < n; i++) live += !ms[i].failed;
+    if (live < 2 || R < 2) return;
+    for (int i = 0; i < n; i++) {
+        if (ms[i].failed) continue;
+        json_object *faster = json_object_new_array(), *slower = json_object_new_array();
+        json_object *tied = json_object_new_array();
+        int above = 0, valid = 1;
+        for (int j = 0; j < n; j++) {
+            if (j == i || ms[j].failed) continue;
+            double v[1000];
+            int k = 0;
+            for (int r = 0; r < R; r++) {
+                double x = get_num(ms[i].reps[r], metric), y = get_num(ms[j].reps[r], metric);
+                if (!isnan(x) && !isnan(y) && x > 0 && y > 0) v[k++] = log(x / y);
+            }
+            if (k < 2) {
+                valid = 0;
+                continue;
+            }
+            ig_stats s;
+            ig_stats_summarize(v, k, &s);
+            json_object *idx = json_object_new_int(ms[j].index);
+            if (s.ci95_lo > 0)
+                json_object_array_add(slower, idx); /* i is faster than j */
+            else if (s.ci95_hi < 0) {
+                json_object_array_add(faster, idx);
+                above++;
+            } else
+                json_object_array_add(tied, idx);
+        }
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "metric", json_object_new_string(metric));
+        if (valid) {
+            json_object_object_add(o, "rank", json_object_new_int(1 + above));
+            json_object_object_add(o, "of", json_object_new_int(live));
+        }
+        json_object_object_add(o, "faster_points", faster);
+        json_object_object_add(o, "slower_points", slower);
+        json_object_object_add(o, "tied_points", tied);
+        json_object_object_add(
+            o, "rule",
+            json_object_new_string("pairwise per-round ratios; faster only when the 95% "
+                                   "t-interval of their geometric mean excludes 1; rank = 1 + "
+                                   "points faster"));
+        json_object_object_add(ms[i].metrics, "rank", o);
+    }
+}
+
 static int timed_metrics(const ig_exp_point *pt) {
     return pt->mode == IG_EXP_MEASURED &&
            (pt->metric_throughput || pt->metric_bytes || pt->metric_recall);
@@ -366,6 +424,7 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
         for (int i = 0; i < n; i++)
             if (!ms[i].failed) summarize(&ms[i], R);
         speedups(ms, n, R);
+        ranks(ms, n, R);
     }
     json_object *state_after = machine_state(ms[0].pt.threads);
     for (int i = 0; i < n; i++) {

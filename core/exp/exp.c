@@ -477,11 +477,16 @@ ig_status ig_exp_point_get(const ig_exp *e, int i, ig_exp_point *out) {
 }
 
 void ig_exp_print_points(const ig_exp *e, FILE *f) {
+    ig_exp_print_points_marked(e, f, NULL);
+}
+
+void ig_exp_print_points_marked(const ig_exp *e, FILE *f, const unsigned char *done) {
     fprintf(f, "experiment %s: %d point%s", e->name, e->n_points, e->n_points == 1 ? "" : "s");
     for (int a = 0; a < e->n_axes; a++)
         fprintf(f, "%s%s (%d)", a ? ", " : "; axes: ", e->axes[a].name, e->axes[a].len);
     fprintf(f, "\n");
     int w = 1;
     for (int n = e->n_points - 1; n >= 10; n /= 10) w++;
-    for (int i = 0; i < e->n_points; i++) fprintf(f, "%*d  %s\n", w, i, e->labels[i]);
+    for (int i = 0; i < e->n_points; i++)
+        fprintf(f, "%*d  %s%s\n", w, i, done && done[i] ? "[done] " : "", e->labels[i]);
 }

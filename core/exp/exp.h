@@ -107,5 +107,7 @@ void ig_exp_config_key(json_object *config, char out[17]);
 /* Lists the points: a header with the experiment's name and point count, then "INDEX  LABEL" per
  * point (for `igen run --dry-run`). */
 void ig_exp_print_points(const ig_exp *e, FILE *f);
+/* The same, with "[done] " before the points whose done[i] is set (done may be NULL). */
+void ig_exp_print_points_marked(const ig_exp *e, FILE *f, const unsigned char *done);
 
 #endif

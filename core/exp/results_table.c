@@ -251,7 +251,7 @@ static int is_number(json_object *v) {
     return json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int);
 }
 
-enum { COL_PLAIN = 0, COL_CI, COL_NOISY, COL_SPEEDUP, COL_PRED };
+enum { COL_PLAIN = 0, COL_CI, COL_NOISY, COL_SPEEDUP, COL_PRED, COL_RANK };
 
 typedef struct sum_col {
     const char *title;
@@ -269,6 +269,7 @@ static const sum_col metric_cols[] = {
     {"95% CI", "decode_throughput_tok_s", "%.2f", 1, COL_CI},
     {"", "noisy", "", 1, COL_NOISY},
     {"speedup", "decode_throughput_tok_s", "%.2f", 1, COL_SPEEDUP},
+    {"rank", "decode_throughput_tok_s", "", 1, COL_RANK},
     {"pred/meas", "decode_throughput_tok_s", "%.2f", 1, COL_PRED},
     {"tok/s", "throughput_tok_s", "%.2f", 1, COL_PLAIN},
     {"ppl", "ppl", "%.3f", 1, COL_PLAIN},
@@ -326,6 +327,16 @@ static int derived_cell(const ig_results *r, json_object *rec, const sum_col *c,
     json_object *mx = path_get(rec, "metrics", 0), *v = NULL, *ci = NULL;
     if (!mx) return 0;
     if (c->kind == COL_PRED) return pred_cell(r, rec, c->metric, out, n);
+    if (c->kind == COL_RANK) { /* "2=/4": second of four, tied with at least one other point */
+        json_object *rk, *of, *tied;
+        if (!json_object_object_get_ex(mx, "rank", &v) ||
+            !json_object_object_get_ex(v, "rank", &rk) || !json_object_object_get_ex(v, "of", &of))
+            return 0;
+        int t = json_object_object_get_ex(v, "tied_points", &tied) &&
+                json_object_array_length(tied) > 0;
+        snprintf(out, n, "%d%s/%d", json_object_get_int(rk), t ? "=" : "", json_object_get_int(of));
+        return 1;
+    }
     if (c->kind == COL_NOISY) {
         if (!json_object_object_get_ex(mx, "noisy", &v)) return 0;
         snprintf(out, n, "%s", json_object_get_boolean(v) ? "noisy" : "");

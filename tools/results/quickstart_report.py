@@ -69,6 +69,35 @@ def order(meas, P):
     return [p for _, p in sorted(pts, reverse=True)]
 
 
+def rank_order(meas, P):
+    """The ordering the repeats support (metrics.rank: a point is faster than another only when
+    the 95% interval of the geometric mean of their per-round ratios lies above 1): points of equal rank in braces,
+    fastest first; None when the records have no ranks."""
+    pts = [(meas[k]["metrics"].get("rank", {}).get("rank"), k[1]) for k in meas if k[0] == P]
+    if not pts or any(r is None for r, _ in pts):
+        return None
+    groups = {}
+    for r, p in pts:
+        groups.setdefault(r, []).append(p)
+    return [sorted(groups[r]) for r in sorted(groups)]
+
+
+def contradictions(m1, m2, P):
+    """Pairs ordered one way with significance in run 1 and the other way in run 2."""
+    def faster(meas):
+        by_point = {meas[k]["point"]: k[1] for k in meas if k[0] == P}
+        out = set()
+        for k in meas:
+            if k[0] != P:
+                continue
+            for j in meas[k]["metrics"].get("rank", {}).get("slower_points", []):
+                if j in by_point:
+                    out.add((k[1], by_point[j]))
+        return out
+    f1, f2 = faster(m1), faster(m2)
+    return sorted((a, b) for a, b in f1 if (b, a) in f2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,6 +149,21 @@ def main():
         o1, o2 = order(m1, P), order(m2, P)
         print(f"| {P} | {' > '.join(o1)} | {' > '.join(o2)} | {'yes' if o1 == o2 else 'NO'} |")
     print()
+    ranked = [P for P in sorted({k[0] for k in m1}) if rank_order(m1, P) and rank_order(m2, P)]
+    if ranked:
+        print("The ordering the repeats support (`metrics.rank`: a policy is faster than another")
+        print("only when the 95% t-interval of their per-round speed ratios lies above 1; policies")
+        print("that the three rounds cannot separate share a rank, in braces):\n")
+        print("| prompt | ranks, run 1 | ranks, run 2 | same | pairs ordered oppositely |")
+        print("|---|---|---|---|---|")
+        for P in ranked:
+            r1, r2 = rank_order(m1, P), rank_order(m2, P)
+            s1 = " > ".join("{" + ", ".join(g) + "}" if len(g) > 1 else g[0] for g in r1)
+            s2 = " > ".join("{" + ", ".join(g) + "}" if len(g) > 1 else g[0] for g in r2)
+            bad = contradictions(m1, m2, P)
+            print(f"| {P} | {s1} | {s2} | {'yes' if r1 == r2 else 'NO'} | "
+                  f"{', '.join(a + ' > ' + b for a, b in bad) or 'none'} |")
+        print()
 
 
 if __name__ == "__main__":
