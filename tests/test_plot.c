@@ -182,8 +182,69 @@ static void test_plot_skips(void) {
     free(log);
 }
 
+/* Perplexity curves: a policy's budget knob is what a curve sweeps, every other parameter (numeric
+ * ones too) names its own curve; a setting a record lacks (written before it existed) does not
+ * split the series. */
+static void test_plot_ppl_curves(void) {
+    if (!have_gnuplot()) {
+        ig_test_skip("gnuplot is not installed (tools/setup.sh installs gnuplot-nox)");
+        return;
+    }
+    const char *dir = fresh_dir("plots_curves");
+    ig_results *r = NULL;
+    ig_error err = {0};
+    int n = -1;
+    CU_ASSERT_EQUAL_FATAL(ig_results_open(dir, &r, &err), IG_OK);
+    for (int i = 0; i < 6; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "c%d", i);
+        int cols = i >= 2 && i < 4, dense = i >= 4;
+        json_object *rec = make_record(i, key, "ok", dense ? "full" : "infinigen", 1, 256, 10);
+        json_object *cfg = json_object_object_get(rec, "config");
+        double fetch = dense ? 1.0 : i % 2 ? 0.2 : 0.1;
+        if (!dense) {
+            json_object *params = json_object_new_object();
+            json_object_object_add(params, "fetch_rule", json_object_new_string("fixed"));
+            json_object_object_add(params, "max_fetch", json_object_new_double(fetch));
+            if (cols) json_object_object_add(params, "min_columns", json_object_new_int(24));
+            json_object_object_add(json_object_object_get(cfg, "policy"), "params", params);
+        }
+        if (cols) { /* the newer records say how they were measured; the older ones do not */
+            json_object *ms = json_object_new_object();
+            json_object_object_add(ms, "repeat", json_object_new_int(3));
+            json_object_object_add(cfg, "measure", ms);
+        }
+        json_object *m = json_object_object_get(rec, "metrics");
+        json_object_object_add(m, "kv_read_fraction", json_object_new_double(fetch));
+        json_object_object_add(m, "ppl",
+                               json_object_new_double(dense ? 17 : 20 - 10 * fetch - 2 * cols));
+        append_ok(r, rec);
+    }
+    ig_results_free(r);
+    FILE *f = fopen("/dev/null", "w");
+    CU_ASSERT_EQUAL(ig_plot_results_ex(dir, f, &n, &err), IG_OK);
+    fclose(f);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/plots/ppl_vs_budget.dat", dir);
+    char *dat = slurp(path, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dat);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dat, " | infinigen fetch_rule=fixed\n0.1\t19\t"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dat, " | infinigen fetch_rule=fixed,min_columns=24\n0.1\t17\t"));
+    CU_ASSERT_PTR_NULL(strstr(dat, "measure."));
+    /* 3 curves and the Pareto front: 4 blocks */
+    int blocks = 0;
+    for (const char *c = dat; (c = strstr(c, "\n# ")); c++) blocks++;
+    CU_ASSERT_EQUAL(blocks, 4);
+    free(dat);
+    snprintf(path, sizeof path, "%s/plots/ppl_vs_budget.gp", dir);
+    char *gp = slurp(path, NULL);
+    CU_ASSERT(gp && strstr(gp, "lc 1 dt 1 pt 7") && strstr(gp, "lc 3 dt 1 pt 7"));
+    free(gp);
+}
+
 void ig_test_register(void) {
     CU_pSuite p = CU_add_suite("plot", NULL, NULL);
     CU_add_test(p, "plots", test_plots);
     CU_add_test(p, "skips", test_plot_skips);
+    CU_add_test(p, "ppl curves", test_plot_ppl_curves);
 }

@@ -78,17 +78,6 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* A number, or text that reads whole as one (config values may be kept as text). */
-static int is_number_text(json_object *v) {
-    if (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)) return 1;
-    if (!json_object_is_type(v, json_type_string)) return 0;
-    const char *t = json_object_get_string(v);
-    char *end = NULL;
-    if (!t || !*t) return 0;
-    (void)strtod(t, &end);
-    return end && *end == 0;
-}
-
 /* "k=v,k=v" of a flattened object, keys sorted. */
 static char *sorted_pairs(json_object *flat, const char *sep) {
     int n = json_object_object_length(flat), i = 0;
@@ -110,6 +99,16 @@ static char *sorted_pairs(json_object *flat, const char *sep) {
         return NULL;
     }
     return b.s;
+}
+
+/* The policy parameters that set a budget (tools/results/frontier.py has the same list): a curve
+ * of the perplexity plot sweeps these and fixes every other parameter. */
+static int is_budget_knob(const char *param) {
+    static const char *const knobs[] = {"max_fetch", "heavy_ratio", "recent_ratio", "budget_ratio",
+                                        "window_ratio"};
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
+        if (!strcmp(param, knobs[i])) return 1;
+    return 0;
 }
 
 static int excluded_axis(const char *path) {
@@ -175,14 +174,14 @@ static ig_status gather(plotter *p, const ig_results *r, ig_error *err) {
             json_object_put(pf);
             goto oom;
         }
-        /* the curve: the parameters whose values are text (rules, files) name it */
+        /* the curve: every parameter but the budget knobs (what a curve sweeps) names it */
         json_object *pt_ = json_object_new_object();
         if (!pt_) {
             json_object_put(pf);
             goto oom;
         }
         json_object_object_foreach(pf, pk, pv) {
-            if (!is_number_text(pv)) json_object_object_add(pt_, pk, json_object_get(pv));
+            if (!is_budget_knob(pk)) json_object_object_add(pt_, pk, json_object_get(pv));
         }
         char *tp = sorted_pairs(pt_, ",");
         json_object_put(pt_);
@@ -253,10 +252,11 @@ static ig_status gather(plotter *p, const ig_results *r, ig_error *err) {
         const char *path = json_object_get_string(json_object_array_get_idx(cols, c));
         if (excluded_axis(path)) continue;
         const char *first = NULL;
+        /* a record without the path (written before the setting existed) varies nothing */
         for (int i = 0; i < p->n && !varying[c]; i++) {
             json_object *v;
-            const char *t = json_object_object_get_ex(flat[i], path, &v) ? json_object_get_string(v)
-                                                                         : "\001absent";
+            if (!json_object_object_get_ex(flat[i], path, &v)) continue;
+            const char *t = json_object_get_string(v);
             if (!first)
                 first = t;
             else if (strcmp(first, t) != 0)
@@ -862,9 +862,10 @@ static ig_status plot_ppl(plotter *p, ig_error *err) {
                                   sel[k2]->params[0] ? sel[k2]->params : sel[k2]->policy);
             ig_exp_buf_puts(&data, "\n\n");
             ig_exp_buf_printf(&body,
-                              "'DATNAME.dat' index %d using 1:2 with linespoints lw 2 pt 7 ps 1.2 "
-                              "title ",
-                              block++);
+                              "'DATNAME.dat' index %d using 1:2 with linespoints lw 2 lc %d dt %d "
+                              "pt %d ps 1.2 title ",
+                              block++, (int)(k % 8) + 1, (int)(k / 8 % 4) + 1,
+                              k / 8 % 2 ? 5 : 7); /* 8 colors, then dashed with squares */
             gp_quote(&body, sn);
             ig_exp_buf_puts(&body, ", \\\n     ");
         }

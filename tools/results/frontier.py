@@ -7,7 +7,7 @@ docs/config.md for the ppl_* metrics) and prints Markdown:
     layers and in the policy's selected layers, perplexity and its change against `full` of the
     same run, the metadata a GPU would hold (as a fraction of the KV cache), and whether the point
     lies on the Pareto front (no other point reads as little or less with a lower perplexity);
-  - the headline: per curve (a policy and its non-numeric parameters, swept over its budget knob),
+  - the headline: per curve (a policy and its parameters other than the budget knobs, swept over its budget),
     perplexity at equal measured reads, interpolated linearly in log-perplexity between the two
     measured points around each read (never extrapolated: '-' outside a curve's range), ranked.
 
@@ -47,9 +47,13 @@ def num(v):
         return False
 
 
+# The parameters that set a policy's budget: a curve sweeps these and fixes every other one.
+BUDGET_KNOBS = {"max_fetch", "heavy_ratio", "recent_ratio", "budget_ratio", "window_ratio"}
+
+
 def curve_of(pol):
     params = pol.get("params") or {}
-    text = ",".join(f"{k}={params[k]}" for k in sorted(params) if not num(params[k]))
+    text = ",".join(f"{k}={params[k]}" for k in sorted(params) if k not in BUDGET_KNOBS)
     return pol["name"] + (" " + text if text else "")
 
 

@@ -11,8 +11,10 @@ standard error, and per depth).
 
 Budgets (the frontier's equal-read settings, docs/results/kv_policies.md): every sparse policy at
 20% of the sequence so far, layers 0-1 dense for h2o, quest and infinigen; InfiniGen with
-fetch_rule=fixed (exactly the budget) and with its paper rule (threshold, alpha 5), its skew
-calibrated on PTB (not the haystack's text).
+fetch_rule=fixed (exactly the budget; with its default columns and with at least 24 of the 64),
+and with its paper rule (threshold, alpha 5), its skew calibrated on PTB (not the haystack's
+text). --only WORD runs only the policies whose "name settings" contain WORD and merges them into
+the existing RESULTS.jsonl (a run of the same task, policy and settings is replaced).
 
 Usage: tools/results/retrieval.py [--length 1024] [--depths 0.1,0.5,0.9] [--seeds 20]
                                   [--haystack FILE] [--igen build/igen] [--out docs/results/retrieval]
@@ -33,6 +35,8 @@ def policies(skew, budget):
     return [
         ("full", []),
         ("infinigen", [f"skew={skew}", "fetch_rule=fixed", f"max_fetch={budget}"]),
+        ("infinigen", [f"skew={skew}", "fetch_rule=fixed", f"max_fetch={budget}",
+                       "min_columns=24"]),
         ("infinigen", [f"skew={skew}"]),
         ("h2o", [f"heavy_ratio={half}", f"recent_ratio={half}", "dense_layers=2"]),
         ("quest", [f"budget_ratio={budget}", "dense_layers=2"]),
@@ -52,6 +56,7 @@ def main():
                     help="InfiniGen's skew is calibrated on this text")
     ap.add_argument("--igen", default=os.path.join(REPO, "build", "igen"))
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results", "retrieval"))
+    ap.add_argument("--only", help="run only the policies whose 'name settings' contain this")
     a = ap.parse_args()
     skew = os.path.join(REPO, "results", "skew", "retrieval-calib.skew")
     os.makedirs(os.path.dirname(skew), exist_ok=True)
@@ -60,8 +65,18 @@ def main():
         subprocess.run([a.igen, "calibrate", "--text", a.calib, "--out", skew, "--quiet"],
                        check=True)
     runs = []
+    kept = []
+    if a.only and os.path.exists(a.out + ".jsonl"):
+        with open(a.out + ".jsonl") as f:
+            kept = [json.loads(line) for line in f if line.strip()]
     for task in a.tasks.split(","):
         for name, sets in policies(skew, a.budget):
+            plain = [s for s in sets if not s.startswith("skew=")]
+            if a.only and a.only not in " ".join([name] + plain):
+                old = [r for r in kept if r.get("task") == task and r.get("policy") == name
+                       and r.get("settings") == plain]
+                runs.extend(old[:1])
+                continue
             cmd = [a.igen, "eval", "--task", task, "--length", str(a.length), "--depth", a.depths,
                    "--seeds", str(a.seeds), "--haystack", a.haystack, "--json", "--quiet",
                    "--policy", name]
