@@ -249,6 +249,31 @@ static void print_quant(const quant_result *q, int prefill) {
 }
 
 /* Decode (M = 1, 8; cold W) at the default model's shapes, then prefill (M = 512, hot). */
+/* One shape: f32 and f16 weights, then every quantized type, each against both (cold W for the
+ * GEMV rows, hot W for prefill). */
+static void quant_shape(const bench_opts *o, int64_t M, int64_t K, int64_t N, int cold,
+                        double read_gbps) {
+    quant_result f32 = {0}, f16 = {0};
+    measure_linear(o, IG_DTYPE_F32, M, K, N, cold, read_gbps, &f32.r);
+    measure_linear(o, IG_DTYPE_F16, M, K, N, cold, read_gbps, &f16.r);
+    f32.vs_f32 = f16.vs_f16 = 1.0;
+    f32.vs_f16 = f16.r.us_per_call / f32.r.us_per_call;
+    f16.vs_f32 = f32.r.us_per_call / f16.r.us_per_call;
+    quant_result *base[2] = {&f32, &f16};
+    for (int b = 0; b < 2; b++) {
+        print_quant(base[b], !cold);
+        if (g_nq < MAX_QRESULTS) g_q[g_nq++] = *base[b];
+    }
+    for (size_t t = 0; t < sizeof k_qtypes / sizeof k_qtypes[0]; t++) {
+        quant_result q = {0};
+        measure_linear(o, k_qtypes[t], M, K, N, cold, read_gbps, &q.r);
+        q.vs_f16 = f16.r.us_per_call / q.r.us_per_call;
+        q.vs_f32 = f32.r.us_per_call / q.r.us_per_call;
+        print_quant(&q, !cold);
+        if (g_nq < MAX_QRESULTS) g_q[g_nq++] = q;
+    }
+}
+
 static void bench_quant(const bench_opts *o, double read_gbps) {
     printf("\nquantized weights: ig_cpu_linear (cold W: copies cycled as in decode; GB/s of the "
            "stored (compressed) bytes; bw = GB/s / read bandwidth, i.e. the fraction of the "
@@ -262,48 +287,12 @@ static void bench_quant(const bench_opts *o, double read_gbps) {
     for (int s = 0; s < n_shapes; s++)
         for (int mi = 0; mi < 2; mi++) {
             int64_t M = Ms[mi], K = shapes[s][0], N = shapes[s][1];
-            quant_result f32 = {0}, f16 = {0};
-            measure_linear(o, IG_DTYPE_F32, M, K, N, 1, read_gbps, &f32.r);
-            measure_linear(o, IG_DTYPE_F16, M, K, N, 1, read_gbps, &f16.r);
-            f32.vs_f32 = f16.vs_f16 = 1.0;
-            f32.vs_f16 = f16.r.us_per_call / f32.r.us_per_call;
-            f16.vs_f32 = f32.r.us_per_call / f16.r.us_per_call;
-            quant_result *base[2] = {&f32, &f16};
-            for (int b = 0; b < 2; b++) {
-                print_quant(base[b], 0);
-                if (g_nq < MAX_QRESULTS) g_q[g_nq++] = *base[b];
-            }
-            for (size_t t = 0; t < sizeof k_qtypes / sizeof k_qtypes[0]; t++) {
-                quant_result q = {0};
-                measure_linear(o, k_qtypes[t], M, K, N, 1, read_gbps, &q.r);
-                q.vs_f16 = f16.r.us_per_call / q.r.us_per_call;
-                q.vs_f32 = f32.r.us_per_call / q.r.us_per_call;
-                print_quant(&q, 0);
-                if (g_nq < MAX_QRESULTS) g_q[g_nq++] = q;
-            }
+            quant_shape(o, M, K, N, 1, read_gbps);
         }
     /* Prefill: tiles dequantized into the scratch, then the one-thread sgemm per thread. */
     const int64_t M = o->quick ? 128 : 512, K = 576, N = 1536;
     printf("  prefill (hot W; x f32 = f32 sgemm time over this one, the target is >= 0.5)\n");
-    quant_result f32 = {0}, f16 = {0};
-    measure_linear(o, IG_DTYPE_F32, M, K, N, 0, read_gbps, &f32.r);
-    measure_linear(o, IG_DTYPE_F16, M, K, N, 0, read_gbps, &f16.r);
-    f32.vs_f32 = f16.vs_f16 = 1.0;
-    f32.vs_f16 = f16.r.us_per_call / f32.r.us_per_call;
-    f16.vs_f32 = f32.r.us_per_call / f16.r.us_per_call;
-    quant_result *base[2] = {&f32, &f16};
-    for (int b = 0; b < 2; b++) {
-        print_quant(base[b], 1);
-        if (g_nq < MAX_QRESULTS) g_q[g_nq++] = *base[b];
-    }
-    for (size_t t = 0; t < sizeof k_qtypes / sizeof k_qtypes[0]; t++) {
-        quant_result q = {0};
-        measure_linear(o, k_qtypes[t], M, K, N, 0, read_gbps, &q.r);
-        q.vs_f16 = f16.r.us_per_call / q.r.us_per_call;
-        q.vs_f32 = f32.r.us_per_call / q.r.us_per_call;
-        print_quant(&q, 1);
-        if (g_nq < MAX_QRESULTS) g_q[g_nq++] = q;
-    }
+    quant_shape(o, M, K, N, 0, read_gbps);
 }
 
 static double bench_attention_decode(int64_t n_ctx, double min_time_s) {

@@ -3,7 +3,8 @@
 
 Runs, interleaved round by round so that machine drift hits every engine alike:
   - llama.cpp's llama-bench (built outside the project by tools/results/llama_bench.sh from the
-    llama-cpp-python sdist; never a dependency of igen): tg N tokens, the GGUF's types as stored;
+    llama-cpp-python sdist; never a dependency of igen): tg N tokens and pp of the prompt length,
+    the GGUF's types as stored;
   - igen's bench_engine for each --dtypes entry (default: stored, i.e. the GGUF's Q4_1 kept, then
     f16 and f32 widened at load, and q4g64 made at load): batch-1 decode of N tokens, one prompt
     prefill, with the memory bandwidth and sgemm rate measured in the same process.
@@ -30,13 +31,14 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, **kw).stdout
 
 
-def llama_round(bench, model, tokens, threads):
-    out = run([bench, "-m", model, "-p", "0", "-n", str(tokens), "-t", str(threads), "-r", "1",
-               "-o", "json"], stderr=subprocess.DEVNULL)
+def llama_round(bench, model, tokens, threads, prompt_len):
+    out = run([bench, "-m", model, "-p", str(prompt_len), "-n", str(tokens), "-t", str(threads),
+               "-r", "1", "-o", "json"], stderr=subprocess.DEVNULL)
     rows = json.loads(out)
-    row = [r for r in rows if r.get("n_gen", 0) == tokens][0]
-    return {"tokens_per_s": float(row["avg_ts"]), "build": row.get("build_commit", "?"),
-            "type": row.get("model_type", "?")}
+    row = [r for r in rows if r.get("n_gen", 0) == tokens and r.get("n_prompt", 0) == 0][0]
+    pp = [r for r in rows if r.get("n_prompt", 0) == prompt_len and r.get("n_gen", 0) == 0][0]
+    return {"tokens_per_s": float(row["avg_ts"]), "prefill_tokens_per_s": float(pp["avg_ts"]),
+            "build": row.get("build_commit", "?"), "type": row.get("model_type", "?")}
 
 
 def igen_round(exe, model, dtype, tokens, threads, prompt_len):
@@ -63,7 +65,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--prompt-len", type=int, default=512,
-                    help="igen's prefill length (its decode runs after a quarter of it)")
+                    help="prefill length of both engines (igen decodes after a quarter of it)")
     ap.add_argument("--dtypes", default="stored,f16,f32,q4g64")
     ap.add_argument("--model", default=os.path.join(ROOT, "models",
                                                     "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -83,7 +85,8 @@ def main():
     rounds.update({d: [] for d in dtypes})
     for r in range(a.rounds):
         if llama:
-            rounds["llama.cpp"].append(llama_round(llama, a.model, a.tokens, a.threads))
+            rounds["llama.cpp"].append(llama_round(llama, a.model, a.tokens, a.threads,
+                                                   a.prompt_len))
         for d in dtypes:
             rounds[d].append(igen_round(exe, a.model, d, a.tokens, a.threads, a.prompt_len))
         line = "  ".join(f"{k} {v[-1]['tokens_per_s']:.1f}" for k, v in rounds.items() if v)
@@ -93,7 +96,8 @@ def main():
     for k, v in rounds.items():
         if not v:
             continue
-        e = {"tokens_per_s": summary([x["tokens_per_s"] for x in v]), "rounds": v}
+        e = {"tokens_per_s": summary([x["tokens_per_s"] for x in v]), "rounds": v,
+             "prefill_tokens_per_s": summary([x["prefill_tokens_per_s"] for x in v])}
         if k != "llama.cpp":
             e["bound_ratio"] = summary([x["bound_ratio"] for x in v])
             e["prefill_gemm_fraction"] = summary([x["prefill_gemm_fraction"] for x in v])
@@ -111,21 +115,22 @@ def main():
         f"model `{os.path.basename(a.model)}` (`{' '.join(['python3'] + sys.argv)}`).",
         "",
         "| engine | weights | MB read per token | decode tok/s median [min, max] | igen / llama.cpp "
-        "per round | step / bound | prefill / f32 sgemm |",
-        "|---|---|---|---|---|---|---|",
+        f"per round | step / bound | prefill {a.prompt_len} tok/s | prefill / f32 sgemm |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for k, e in res["engines"].items():
         t = e["tokens_per_s"]
         tps = f"{t['median']:.1f} [{t['min']:.1f}, {t['max']:.1f}]"
         if k == "llama.cpp":
             lines.append(f"| llama.cpp ({e['rounds'][0]['build']}) | {e['rounds'][0]['type']} | "
-                         f"- | {tps} | | | |")
+                         f"- | {tps} | | | {e['prefill_tokens_per_s']['median']:.0f} | |")
             continue
         vs = e.get("vs_llama")
         vs_s = f"{vs['median']:.2f} [{vs['min']:.2f}, {vs['max']:.2f}]" if vs else "-"
         b, p = e["bound_ratio"], e["prefill_gemm_fraction"]
         lines.append(f"| igen `--dtype {k}` | {e['dtypes']} | {e['bytes_per_token'] / 1e6:.1f} | "
-                     f"{tps} | {vs_s} | {b['median']:.2f} | {p['median']:.2f} |")
+                     f"{tps} | {vs_s} | {b['median']:.2f} | "
+                     f"{e['prefill_tokens_per_s']['median']:.0f} | {p['median']:.2f} |")
     text = "\n".join(lines) + "\n"
     with open(a.out + ".md", "w") as f:
         f.write(text)

@@ -584,19 +584,26 @@ static void test_cost_by_hand(void) {
     ig_plan_free(p);
 }
 
-static void test_search(void) {
-    ig_plan_opts o;
-    ig_plan_opts_init(&o);
-    o.model = shape_cfg("opt-6.7b");
-    o.wl = (ig_workload){512, 32, 1, 1};
+/* OPT-6.7B, a 512 + 32 token workload at batch 1, on the a6000-pcie3 profile with its GPU memory
+ * cut to gib GiB (a small GPU, so that placements matter): options, machine and rates. */
+static void opt67_small_gpu(double gib, ig_plan_opts *o, ig_machine *m, ig_cost_hw *rates) {
+    ig_plan_opts_init(o);
+    o->model = shape_cfg("opt-6.7b");
+    o->wl = (ig_workload){512, 32, 1, 1};
     static ig_hwprof hw;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_hwprof_open("a6000-pcie3", &hw, &err), IG_OK);
-    hw.device.memory_gib = 16; /* a small GPU so that placements matter */
+    hw.device.memory_gib = gib;
+    ig_hwprof_to_machine(&hw, m);
+    ig_cost_hw_from_profile(&hw, rates);
+}
+
+static void test_search(void) {
+    ig_plan_opts o;
     ig_machine m;
-    ig_hwprof_to_machine(&hw, &m);
     ig_cost_hw rates;
-    ig_cost_hw_from_profile(&hw, &rates);
+    ig_error err;
+    opt67_small_gpu(16, &o, &m, &rates);
     ig_plan_search_opts so;
     ig_plan_search_opts_init(&so);
     so.step_percent = 25;
@@ -659,17 +666,10 @@ static void test_search(void) {
  * host memory a decode step moves the compressed bytes over the link. */
 static void test_compressed_weights(void) {
     ig_plan_opts o;
-    ig_plan_opts_init(&o);
-    o.model = shape_cfg("opt-6.7b");
-    o.wl = (ig_workload){512, 32, 1, 1};
-    static ig_hwprof hw;
-    ig_error err;
-    CU_ASSERT_EQUAL_FATAL(ig_hwprof_open("a6000-pcie3", &hw, &err), IG_OK);
-    hw.device.memory_gib = 12;
     ig_machine m;
-    ig_hwprof_to_machine(&hw, &m);
     ig_cost_hw rates;
-    ig_cost_hw_from_profile(&hw, &rates);
+    ig_error err;
+    opt67_small_gpu(12, &o, &m, &rates);
     ig_plan *p = NULL;
     CU_ASSERT_EQUAL(ig_plan_create(&o, &m, &p, &err), IG_ERR_CAPACITY);
     CU_ASSERT(!strncmp(err.msg, "device: needs ", 14));

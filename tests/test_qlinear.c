@@ -21,58 +21,12 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
 #include "kernels/cpu/dequant.h"
+#include "tests/kernel_util.h"
 #include "tests/test_util.h"
-
-static const char *const k_levels[] = {"scalar", "avx2", "avx512"};
-#define N_LEVELS 3
 
 static const ig_dtype k_qtypes[] = {IG_DTYPE_Q4_0, IG_DTYPE_Q4_1, IG_DTYPE_Q8_0, IG_DTYPE_Q4G64,
                                     IG_DTYPE_Q8G64};
 #define N_QTYPES 5
-
-/* Selects a level; notes (visibly) a level this machine lacks. */
-static int use_level(int l) {
-    if (ig_cpu_set_simd(k_levels[l]) == 0) return 1;
-    char why[128];
-    snprintf(why, sizeof why, "SIMD level %s not available here (CPU or IG_SIMD): not tested",
-             k_levels[l]);
-    ig_test_skip(why);
-    return 0;
-}
-
-static void restore_defaults(void) {
-    ig_cpu_set_simd(NULL);
-    ig_cpu_set_threads(0);
-}
-
-static float frand(ig_rng *r, float lo, float hi) {
-    return lo + (hi - lo) * (float)ig_rng_uniform(r);
-}
-
-static void fill(ig_rng *r, float *p, int64_t n, float lo, float hi) {
-    for (int64_t i = 0; i < n; i++) p[i] = frand(r, lo, hi);
-}
-
-/* Guarded output buffers: GUARD floats of a sentinel NaN on each side. */
-#define GUARD 32
-static const uint32_t k_sentinel = 0x7fa1b2c3u;
-
-static float *galloc(int64_t n) {
-    float *b = malloc((size_t)(n + 2 * GUARD) * sizeof(float));
-    CU_ASSERT_FATAL(b != NULL);
-    for (int64_t i = 0; i < n + 2 * GUARD; i++) memcpy(b + i, &k_sentinel, 4);
-    return b + GUARD;
-}
-
-static int gintact(const float *p, int64_t n) {
-    for (int64_t i = 0; i < GUARD; i++)
-        if (memcmp(p - GUARD + i, &k_sentinel, 4) || memcmp(p + n + i, &k_sentinel, 4)) return 0;
-    return 1;
-}
-
-static void gfree(float *p) {
-    if (p) free(p - GUARD);
-}
 
 static void put_half(unsigned char *p, float f) {
     uint16_t h = ig_f32_to_f16(f);

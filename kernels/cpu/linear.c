@@ -38,19 +38,6 @@ typedef ig_gemv_rows_fn gemv_rows_fn;
 
 #define SCALAR_CHUNK 256
 
-static float dot_f32(const float *a, const float *b, int64_t n) {
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
-    }
-    for (; i < n; i++) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
-}
-
 static void gemv_rows_scalar(const float *x, int64_t M, int64_t K, const void *W, ig_dtype dt,
                              int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy) {
     const ig_vec_ops *v = ig_cpu_vec_ops(IG_SIMD_SCALAR);
@@ -68,7 +55,7 @@ static void gemv_rows_scalar(const float *x, int64_t M, int64_t K, const void *W
                 v->widen(row + (size_t)k * es, dt, len, buf);
                 w = buf;
             }
-            for (int64_t m = 0; m < M; m++) y[m * ldy + n] += dot_f32(w, x + m * K + k, len);
+            for (int64_t m = 0; m < M; m++) y[m * ldy + n] += v->dot(w, x + m * K + k, len);
         }
     }
 }

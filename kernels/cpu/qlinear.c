@@ -64,21 +64,9 @@ static inline int qtype_index(ig_dtype t) {
 /* Elements per chunk: a multiple of every block size, so chunks start at block boundaries. */
 #define QSCALAR_CHUNK 256
 
-static float qdot_f32(const float *a, const float *b, int64_t n) {
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
-    }
-    for (; i < n; i++) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
-}
-
 static void qgemv_rows_scalar(const float *x, int64_t M, int64_t K, const void *W, ig_dtype t,
                               int64_t n0, int64_t n1, const float *bias, float *y, int64_t ldy) {
+    const ig_vec_ops *v = ig_cpu_vec_ops(IG_SIMD_SCALAR); /* linear.c's scalar dot */
     size_t rb = ig_dtype_row_bytes(t, K);
     float buf[QSCALAR_CHUNK];
     for (int64_t n = n0; n < n1; n++) {
@@ -87,7 +75,7 @@ static void qgemv_rows_scalar(const float *x, int64_t M, int64_t K, const void *
         for (int64_t k = 0; k < K; k += QSCALAR_CHUNK) {
             int64_t len = K - k < QSCALAR_CHUNK ? K - k : QSCALAR_CHUNK;
             ig_dequant_row_ref(t, row + ig_dtype_row_bytes(t, k), buf, len);
-            for (int64_t m = 0; m < M; m++) y[m * ldy + n] += qdot_f32(buf, x + m * K + k, len);
+            for (int64_t m = 0; m < M; m++) y[m * ldy + n] += v->dot(buf, x + m * K + k, len);
         }
     }
 }
