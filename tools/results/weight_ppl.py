@@ -63,7 +63,7 @@ def main():
             info = run_json([a.igen, "info", "--model", a.model, "--dtype", dt, "--json"])
             rec = {"text": label, "dtype": dt, "ppl": r["ppl"], "windows": r["windows"],
                    "ctx": ref["ctx"], "transformers_ppl": ref["ppl"],
-                   "stored": info.get("dtypes"),
+                   "stored": (info.get("dtypes") or "").removeprefix("stored: "),
                    "decode_bytes_per_token": info.get("decode_bytes_per_token"),
                    "seconds": round(time.time() - t0, 1)}
             recs.append(rec)
