@@ -82,19 +82,22 @@ def rank_order(meas, P):
     return [sorted(groups[r]) for r in sorted(groups)]
 
 
+def faster_pairs(meas, P):
+    """(a, b) for every pair where a is faster than b with significance at prompt length P."""
+    by_point = {meas[k]["point"]: k[1] for k in meas if k[0] == P}
+    out = set()
+    for k in meas:
+        if k[0] != P:
+            continue
+        for j in meas[k]["metrics"].get("rank", {}).get("slower_points", []):
+            if j in by_point:
+                out.add((k[1], by_point[j]))
+    return out
+
+
 def contradictions(m1, m2, P):
     """Pairs ordered one way with significance in run 1 and the other way in run 2."""
-    def faster(meas):
-        by_point = {meas[k]["point"]: k[1] for k in meas if k[0] == P}
-        out = set()
-        for k in meas:
-            if k[0] != P:
-                continue
-            for j in meas[k]["metrics"].get("rank", {}).get("slower_points", []):
-                if j in by_point:
-                    out.add((k[1], by_point[j]))
-        return out
-    f1, f2 = faster(m1), faster(m2)
+    f1, f2 = faster_pairs(m1, P), faster_pairs(m2, P)
     return sorted((a, b) for a, b in f1 if (b, a) in f2)
 
 
@@ -152,16 +155,23 @@ def main():
     ranked = [P for P in sorted({k[0] for k in m1}) if rank_order(m1, P) and rank_order(m2, P)]
     if ranked:
         print("The ordering the repeats support (`metrics.rank`: a policy is faster than another")
-        print("only when the 95% t-interval of their per-round speed ratios lies above 1; policies")
-        print("that the three rounds cannot separate share a rank, in braces):\n")
-        print("| prompt | ranks, run 1 | ranks, run 2 | same | pairs ordered oppositely |")
-        print("|---|---|---|---|---|")
+        print("only when the 95% t-interval of the geometric mean of their per-round speed ratios")
+        print("lies above 1; a policy's rank is 1 + the number of policies faster than it, so equal")
+        print("ranks share braces. Ranks are not a total order: a group above another does not mean")
+        print("that every pair between them is separated, so the separated pairs of each run are")
+        print("listed too, and the last column is the real check: a pair separated one way in run 1")
+        print("and the other way in run 2):\n")
+        print("| prompt | ranks, run 1 | ranks, run 2 | separated, run 1 | separated, run 2 | "
+              "pairs ordered oppositely |")
+        print("|---|---|---|---|---|---|")
         for P in ranked:
             r1, r2 = rank_order(m1, P), rank_order(m2, P)
             s1 = " > ".join("{" + ", ".join(g) + "}" if len(g) > 1 else g[0] for g in r1)
             s2 = " > ".join("{" + ", ".join(g) + "}" if len(g) > 1 else g[0] for g in r2)
             bad = contradictions(m1, m2, P)
-            print(f"| {P} | {s1} | {s2} | {'yes' if r1 == r2 else 'NO'} | "
+            sep = [", ".join(a + " > " + b for a, b in sorted(faster_pairs(m, P))) or "none"
+                   for m in (m1, m2)]
+            print(f"| {P} | {s1} | {s2} | {sep[0]} | {sep[1]} | "
                   f"{', '.join(a + ' > ' + b for a, b in bad) or 'none'} |")
         print()
 
