@@ -38,7 +38,20 @@ def llama_round(bench, model, tokens, threads, prompt_len):
     row = [r for r in rows if r.get("n_gen", 0) == tokens and r.get("n_prompt", 0) == 0][0]
     pp = [r for r in rows if r.get("n_prompt", 0) == prompt_len and r.get("n_gen", 0) == 0][0]
     return {"tokens_per_s": float(row["avg_ts"]), "prefill_tokens_per_s": float(pp["avg_ts"]),
-            "build": row.get("build_commit", "?"), "type": row.get("model_type", "?")}
+            "build": build_label(bench, row.get("build_commit", "?")),
+            "type": row.get("model_type", "?")}
+
+
+def build_label(bench, commit):
+    """llama.cpp's build commit, or (built from the llama-cpp-python sdist, whose vendored copy has
+    no git history) the sdist version and build directory from llama_bench.sh's cache path."""
+    if commit not in ("unknown", "?", ""):
+        return commit
+    parts = os.path.normpath(bench).split(os.sep)
+    if "igen-llama-cpp" in parts:
+        i = parts.index("igen-llama-cpp")
+        return f"llama-cpp-python {parts[i + 1]} sdist, {parts[i + 2]}"
+    return commit
 
 
 def igen_round(exe, model, dtype, tokens, threads, prompt_len):
