@@ -458,7 +458,9 @@ ig_status ig_plan_create(const ig_plan_opts *o, const ig_machine *m, ig_plan **o
     size_t layer_total = 0, max_off = 0, max_disk = 0;
     for (int t = 0; t < IG_WT_COUNT; t++) layer_total += sz[t];
     size_t hd = (size_t)c->head_dim, nkv = (size_t)c->n_kv_head;
-    size_t kv_row = 2 * nkv * ig_plan_row_bytes(o->kv_dtype, hd);
+    size_t kv_row =
+        2 * nkv *
+        (o->kv_head_row_bytes ? o->kv_head_row_bytes : ig_plan_row_bytes(o->kv_dtype, hd));
     size_t pk = o->partial_ratio > 0 ? (size_t)ceil(o->partial_ratio * (double)hd - 1e-9) : 0;
     if (o->partial_ratio > 0 && pk == 0) pk = 1;
     for (int l = 0; l < L; l++) {

@@ -66,6 +66,11 @@ typedef struct ig_plan_opts {
      * the partial-key-cache ratio of speculative policies (InfiniGen: columns per head kept on the
      * device, 0 = none). */
     ig_plan_dtype kv_dtype;
+    /* A KV policy's own row format where kv_dtype cannot say it exactly (int4 with bits=2 or 8, or
+     * a group size other than 64): the bytes of one head's key (or value) row, and its name for
+     * reports. 0 and "": kv_dtype's. */
+    size_t kv_head_row_bytes;
+    char kv_format[48];
     double kv_keep_fraction;
     double fetch_fraction;
     double partial_ratio;

@@ -49,4 +49,5 @@ const ig_policy_ops ig_policy_full = {
     /* .device_bytes = */ NULL,
     /* .host_bytes = */ NULL,
     /* .budget = */ NULL,
+    /* .cost_terms = */ NULL,
 };

@@ -323,6 +323,15 @@ static const char *h2o_budget(const void *st, char *buf, size_t n) {
     return buf;
 }
 
+/* Keeps and reads heavy_ratio + recent_ratio of the context (every layer counted alike). */
+static ig_status h2o_cost_terms(const ig_policy_params *p, const ig_model_config *cfg,
+                                ig_policy_cost_terms *t, ig_error *err) {
+    (void)cfg;
+    (void)err;
+    t->keep = t->fetch = ig_params_num(p, "heavy_ratio") + ig_params_num(p, "recent_ratio");
+    return IG_OK;
+}
+
 const ig_policy_ops ig_policy_h2o = {
     /* .version = */ IG_POLICY_API_VERSION,
     /* .name = */ "h2o",
@@ -344,4 +353,5 @@ const ig_policy_ops ig_policy_h2o = {
     /* .device_bytes = */ h2o_device_bytes,
     /* .host_bytes = */ NULL,
     /* .budget = */ h2o_budget,
+    /* .cost_terms = */ h2o_cost_terms,
 };

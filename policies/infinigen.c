@@ -974,6 +974,25 @@ static const char *ig_budget(const void *st, char *buf, size_t n) {
     return buf;
 }
 
+/* Reads at most max_fetch of the context (the threshold rule's count is data-dependent: a measured
+ * fetch_profile refines it), keeps pool_capacity, and holds partial_ratio of each key on the
+ * device. */
+static ig_status ig_cost_terms(const ig_policy_params *p, const ig_model_config *cfg,
+                               ig_policy_cost_terms *t, ig_error *err) {
+    (void)cfg;
+    t->fetch = ig_params_num(p, "max_fetch");
+    t->fetch_is_cap = 1;
+    t->partial = ig_params_num(p, "partial_ratio");
+    t->keep = ig_params_num(p, "pool_capacity");
+    const char *fp = ig_params_str(p, "fetch_profile");
+    if (fp && strlen(fp) >= sizeof t->fetch_profile)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy infinigen: fetch_profile path longer than %zu bytes",
+                            sizeof t->fetch_profile - 1);
+    if (fp) memcpy(t->fetch_profile, fp, strlen(fp) + 1);
+    return IG_OK;
+}
+
 const ig_policy_ops ig_policy_infinigen = {
     /* .version = */ IG_POLICY_API_VERSION,
     /* .name = */ "infinigen",
@@ -997,4 +1016,5 @@ const ig_policy_ops ig_policy_infinigen = {
     /* .device_bytes = */ ig_device_bytes,
     /* .host_bytes = */ ig_host_bytes,
     /* .budget = */ ig_budget,
+    /* .cost_terms = */ ig_cost_terms,
 };

@@ -249,6 +249,7 @@ static const ig_policy_ops g_observer = {
     /* .device_bytes = */ NULL,
     /* .host_bytes = */ NULL,
     /* .budget = */ NULL,
+    /* .cost_terms = */ NULL,
 };
 
 ig_status ig_skew_calibrate(const ig_model *m, const int32_t *ids, int64_t n, int chunk,

@@ -48,6 +48,27 @@ static int64_t int4_capacity(const void *st, int layer, int64_t n_tokens) {
     return n_tokens;
 }
 
+/* The row format from the parameters as init resolves it (a head smaller than the default group is
+ * one group). */
+static ig_status int4_cost_terms(const ig_policy_params *p, const ig_model_config *cfg,
+                                 ig_policy_cost_terms *t, ig_error *err) {
+    int bits = (int)ig_params_num(p, "bits"), group = (int)ig_params_num(p, "group_size");
+    if (!ig_params_is_set(p, "group_size") && cfg->head_dim > 0 && cfg->head_dim < group)
+        group = cfg->head_dim;
+    if (bits != 8 && bits != 4 && bits != 2)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "policy int4: bits=%d (expected 8, 4 or 2)",
+                            bits);
+    if (cfg->head_dim > 0 && cfg->head_dim % group != 0)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy int4: group_size=%d does not divide head_dim %d", group,
+                            cfg->head_dim);
+    t->codec_set = 1;
+    t->codec.kind = IG_KV_CODEC_QUANT;
+    t->codec.bits = bits;
+    t->codec.group = group;
+    return IG_OK;
+}
+
 const ig_policy_ops ig_policy_int4 = {
     /* .version = */ IG_POLICY_API_VERSION,
     /* .name = */ "int4",
@@ -69,4 +90,5 @@ const ig_policy_ops ig_policy_int4 = {
     /* .device_bytes = */ NULL,
     /* .host_bytes = */ NULL,
     /* .budget = */ NULL,
+    /* .cost_terms = */ int4_cost_terms,
 };

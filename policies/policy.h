@@ -23,7 +23,11 @@
 #include "core/status.h"
 #include "offload/kv_home.h"
 
-#define IG_POLICY_API_VERSION 1
+/* The interface's version. History: 1, the first table; 2, cost_terms appended. A policy declares
+ * the version it was written against; the core accepts any version from 1 to this one and reads
+ * only the hooks that existed at the policy's version (a later hook is treated as NULL), so new
+ * hooks are only ever appended. ig_policy_ops_check() says whether a table is usable. */
+#define IG_POLICY_API_VERSION 2
 
 /* ---- parameters: a table per policy; unknown or out-of-range values are rejected ---- */
 
@@ -119,6 +123,20 @@ typedef struct ig_attn_view {
     const int32_t *const *pos; /* [n_kv_head]: entry -> token position tables */
 } ig_attn_view;
 
+/* What the planner and the cost model need to know about a policy, from its parameters alone (no
+ * run): the home row format, the fraction of each sequence's rows kept at all, the fraction a
+ * decode step reads at most, the partial key cache kept on the device, and where a measured fetch
+ * profile may replace the cap. Fractions are averages over all layers (dense layers count as 1). */
+typedef struct ig_policy_cost_terms {
+    ig_kv_codec codec;       /* the home row format, when codec_set */
+    int codec_set;           /* 0: the run's dtype (the codec field is unused) */
+    double keep;             /* default 1 */
+    double fetch;            /* default 1 */
+    double partial;          /* fraction of head_dim; default 0 */
+    int fetch_is_cap;        /* 1: fetch is an upper bound that a measured fetch profile refines */
+    char fetch_profile[512]; /* a file given by the user, or "" */
+} ig_policy_cost_terms;
+
 typedef struct ig_policy_ops {
     int version; /* IG_POLICY_API_VERSION; new hooks are only ever appended */
     const char *name;
@@ -162,7 +180,21 @@ typedef struct ig_policy_ops {
     /* The read budget in words for result files: what the policy's budget parameters are a
      * fraction of and which layers they apply to (NULL: "every token"). */
     const char *(*budget)(const void *st, char *buf, size_t n);
+
+    /* Version 2. Optional (NULL: a dense policy with raw rows: t keeps its defaults). Fills t from
+     * the parameters for a model of shape cfg; rejects parameters that cannot apply to it. */
+    ig_status (*cost_terms)(const ig_policy_params *p, const ig_model_config *cfg,
+                            ig_policy_cost_terms *t, ig_error *err);
 } ig_policy_ops;
+
+/* IG_OK if the table can be used: a version from 1 to IG_POLICY_API_VERSION, a name and the
+ * required hooks; otherwise a message naming the policy and what is wrong. */
+ig_status ig_policy_ops_check(const ig_policy_ops *ops, ig_error *err);
+/* The policy's cost terms: the defaults (keep 1, fetch 1, partial 0, the run's row format), then
+ * the policy's cost_terms hook where its version has one. */
+ig_status ig_policy_get_cost_terms(const ig_policy_ops *ops, const ig_policy_params *p,
+                                   const ig_model_config *cfg, ig_policy_cost_terms *t,
+                                   ig_error *err);
 
 /* ---- registry ---- */
 

@@ -237,6 +237,15 @@ static const char *quest_budget(const void *st, char *buf, size_t n) {
     return buf;
 }
 
+/* Keeps everything and reads budget_ratio of the context. */
+static ig_status quest_cost_terms(const ig_policy_params *p, const ig_model_config *cfg,
+                                  ig_policy_cost_terms *t, ig_error *err) {
+    (void)cfg;
+    (void)err;
+    t->fetch = ig_params_num(p, "budget_ratio");
+    return IG_OK;
+}
+
 const ig_policy_ops ig_policy_quest = {
     /* .version = */ IG_POLICY_API_VERSION,
     /* .name = */ "quest",
@@ -258,4 +267,5 @@ const ig_policy_ops ig_policy_quest = {
     /* .device_bytes = */ quest_device_bytes,
     /* .host_bytes = */ NULL,
     /* .budget = */ quest_budget,
+    /* .cost_terms = */ quest_cost_terms,
 };

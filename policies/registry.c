@@ -29,6 +29,31 @@ const ig_policy_ops *ig_policy_find(const char *name) {
     return NULL;
 }
 
+ig_status ig_policy_ops_check(const ig_policy_ops *ops, ig_error *err) {
+    if (!ops || !ops->name || !ops->name[0])
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "a policy table without a name");
+    if (ops->version < 1 || ops->version > IG_POLICY_API_VERSION)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy %s: interface version %d (this build accepts 1 to %d)",
+                            ops->name, ops->version, IG_POLICY_API_VERSION);
+    if (!ops->init || !ops->fini || !ops->capacity)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy %s: a required hook (init, fini, capacity) is missing",
+                            ops->name);
+    return IG_OK;
+}
+
+ig_status ig_policy_get_cost_terms(const ig_policy_ops *ops, const ig_policy_params *p,
+                                   const ig_model_config *cfg, ig_policy_cost_terms *t,
+                                   ig_error *err) {
+    memset(t, 0, sizeof *t);
+    t->keep = 1;
+    t->fetch = 1;
+    IG_TRY(ig_policy_ops_check(ops, err));
+    if (ops->version >= 2 && ops->cost_terms) return ops->cost_terms(p, cfg, t, err);
+    return IG_OK;
+}
+
 typedef struct param_value {
     double num;
     char *str;

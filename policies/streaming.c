@@ -97,6 +97,15 @@ static const char *streaming_budget(const void *st, char *buf, size_t n) {
     return buf;
 }
 
+/* Keeps and reads window_ratio of the context. */
+static ig_status streaming_cost_terms(const ig_policy_params *p, const ig_model_config *cfg,
+                                      ig_policy_cost_terms *t, ig_error *err) {
+    (void)cfg;
+    (void)err;
+    t->keep = t->fetch = ig_params_num(p, "window_ratio");
+    return IG_OK;
+}
+
 const ig_policy_ops ig_policy_streaming = {
     /* .version = */ IG_POLICY_API_VERSION,
     /* .name = */ "streaming",
@@ -118,4 +127,5 @@ const ig_policy_ops ig_policy_streaming = {
     /* .device_bytes = */ NULL,
     /* .host_bytes = */ NULL,
     /* .budget = */ streaming_budget,
+    /* .cost_terms = */ streaming_cost_terms,
 };

@@ -770,6 +770,39 @@ static void test_cli(void) {
     CU_ASSERT_EQUAL(json_object_get_int(host), 20);
     CU_ASSERT(json_object_object_get_ex(j, "tiers", &tiers));
     json_object_put(j);
+    /* int4's row format comes from its own parameters (its cost_terms hook), not from its name:
+     * OPT-13B's head of 128 values is 256 bytes in f16; in groups of 64 with an f16 scale and min
+     * per group it is 40 bytes at 2 bits, 72 at 4, 136 at 8 */
+    static const struct {
+        const char *args, *name;
+        double row;
+    } fmts[] = {{"", "f16", 256},
+                {"--policy int4 --set bits=2", "2-bit, groups of 64", 40},
+                {"--policy int4", "int4", 72},
+                {"--policy int4 --set bits=8", "int8", 136},
+                {"--policy int4 --set bits=4 --set group_size=32", "4-bit, groups of 32", 80}};
+    double f16_seq = 0;
+    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+        snprintf(args, sizeof args, "plan --shape opt-13b --hardware a6000-pcie3 %s --json",
+                 fmts[i].args);
+        run(r, args);
+        CU_ASSERT_EQUAL(r->status, 0);
+        json_object *jf = json_tokener_parse(r->out), *kd = NULL, *ks = NULL, *bps = NULL;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(jf);
+        CU_ASSERT_FATAL(json_object_object_get_ex(jf, "kv_dtype", &kd) &&
+                        json_object_object_get_ex(jf, "kv_sequences", &ks) &&
+                        json_object_object_get_ex(ks, "bytes_per_sequence", &bps));
+        CU_ASSERT_STRING_EQUAL(json_object_get_string(kd), fmts[i].name);
+        double seq = json_object_get_double(bps);
+        if (i == 0) f16_seq = seq;
+        CU_ASSERT(f16_seq > 0 && seq * 256 == f16_seq * fmts[i].row);
+        json_object_put(jf);
+    }
+    expect_cli_error(r, "plan --shape opt-13b --hardware a6000-pcie3 --policy int4 --set bits=3",
+                     "policy int4: bits=3 (expected 8, 4 or 2)");
+    expect_cli_error(
+        r, "plan --shape opt-13b --hardware a6000-pcie3 --policy int4 --set group_size=48",
+        "group_size=48 does not divide head_dim 128");
     /* a topology decides the host nodes: the fixture's GPU 1 hangs off node 1, so with NUMA
      * "local" the host KV lands on node 1 and nothing on node 0 */
     snprintf(args, sizeof args,

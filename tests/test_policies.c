@@ -444,10 +444,74 @@ static void test_params_rejected(void) {
                     IG_ERR_INVALID_ARG);
 }
 
+static ig_status fake_cost_terms(const ig_policy_params *p, const ig_model_config *cfg,
+                                 ig_policy_cost_terms *t, ig_error *err) {
+    (void)p;
+    (void)cfg;
+    (void)err;
+    t->fetch = 0.5;
+    return IG_OK;
+}
+
+/* The interface's versions: a table is usable from version 1 to IG_POLICY_API_VERSION with its
+ * required hooks; a hook newer than the table's version is not read (a version-1 table's
+ * cost_terms slot is ignored, so the defaults apply). int4's cost terms give the row format its
+ * init chooses. */
+static void test_versions_and_cost_terms(void) {
+    ig_error err;
+    ig_policy_ops t = *ig_policy_find("int4");
+    CU_ASSERT_EQUAL(ig_policy_ops_check(&t, &err), IG_OK);
+    t.version = 0;
+    CU_ASSERT_EQUAL(ig_policy_ops_check(&t, &err), IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "policy int4: interface version 0"));
+    t.version = IG_POLICY_API_VERSION + 1;
+    CU_ASSERT_EQUAL(ig_policy_ops_check(&t, &err), IG_ERR_INVALID_ARG);
+    t.version = 1;
+    CU_ASSERT_EQUAL(ig_policy_ops_check(&t, &err), IG_OK);
+    t.capacity = NULL;
+    CU_ASSERT_EQUAL(ig_policy_ops_check(&t, &err), IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "required hook"));
+
+    ig_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.head_dim = 32;
+    ig_policy_params *p = NULL;
+    ig_policy_cost_terms ct;
+    t = *ig_policy_find("full");
+    t.cost_terms = fake_cost_terms;
+    CU_ASSERT_EQUAL_FATAL(ig_policy_params_parse(&t, NULL, 0, &p, &err), IG_OK);
+    t.version = 1; /* written before cost_terms existed: the slot is not read */
+    CU_ASSERT_EQUAL(ig_policy_get_cost_terms(&t, p, &cfg, &ct, &err), IG_OK);
+    CU_ASSERT(ct.fetch == 1 && ct.keep == 1 && ct.partial == 0 && !ct.codec_set);
+    t.version = 2;
+    CU_ASSERT_EQUAL(ig_policy_get_cost_terms(&t, p, &cfg, &ct, &err), IG_OK);
+    CU_ASSERT(ct.fetch == 0.5 && ct.keep == 1);
+    ig_policy_params_free(p);
+
+    const ig_policy_ops *i4 = ig_policy_find("int4");
+    const char *sets[][1] = {{"bits=2"}, {"bits=4"}, {"bits=8"}};
+    for (int k = 0; k < 3; k++) {
+        CU_ASSERT_EQUAL_FATAL(ig_policy_params_parse(i4, sets[k], 1, &p, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_policy_get_cost_terms(i4, p, &cfg, &ct, &err), IG_OK);
+        void *st = calloc(1, i4->state_size ? i4->state_size : 1);
+        ig_policy_env env = {NULL, &cfg, 1, 16, IG_DTYPE_F32};
+        ig_policy_caps caps;
+        memset(&caps, 0, sizeof caps);
+        CU_ASSERT_EQUAL(i4->init(st, &env, p, &caps, &err), IG_OK);
+        CU_ASSERT(ct.codec_set && ct.codec.kind == caps.codec.kind &&
+                  ct.codec.bits == caps.codec.bits && ct.codec.group == caps.codec.group);
+        CU_ASSERT_EQUAL(ct.codec.group, 32); /* a head smaller than the default group of 64 */
+        i4->fini(st);
+        free(st);
+        ig_policy_params_free(p);
+    }
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("policies", suite_init, suite_clean);
     CU_add_test(s, "conformance", test_conformance);
     CU_add_test(s, "full_budget_matches", test_full_budget_matches);
     CU_add_test(s, "dense_layers_access", test_dense_layers_access);
     CU_add_test(s, "params_rejected", test_params_rejected);
+    CU_add_test(s, "versions_and_cost_terms", test_versions_and_cost_terms);
 }

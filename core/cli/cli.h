@@ -125,6 +125,10 @@ void ig_cli_policy_budget_json(const ig_engine *e, json_object *o);
  * rest change nothing. Used by `igen plan --policy` and modeled experiment points. */
 ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int n, ig_plan_opts *o,
                              ig_error *err);
+/* The planner's KV row format from a policy's cost terms (ig_policy_get_cost_terms): a quantized
+ * format is planned as the nearest named one (int4 up to 4 bits, int8 above) with its exact bytes
+ * and a name in kv_head_row_bytes / kv_format where they differ; no codec: unchanged. */
+void ig_cli_kv_format_apply(const ig_policy_cost_terms *t, ig_plan_opts *o);
 /* One human line with the policy's KV traffic. */
 void ig_cli_policy_print(const ig_cli_policy *p, const ig_engine *e, FILE *f);
 

@@ -153,9 +153,12 @@ ig_status ig_cli_offload_setup_err(const char *cmd, ig_cli_offload *o, const ig_
     po.model = *c;
     po.weight_dtype = ig_plan_dtype_of_weight(ig_model_dtype(m));
     po.act_dtype = IG_PLAN_F32;
-    po.kv_dtype = pol && pol->name && !strcmp(pol->name, "int4")      ? IG_PLAN_INT4
-                  : pol && pol->name && pol->kv_dtype == IG_DTYPE_F16 ? IG_PLAN_F16
-                                                                      : IG_PLAN_F32;
+    po.kv_dtype = pol && pol->name && pol->kv_dtype == IG_DTYPE_F16 ? IG_PLAN_F16 : IG_PLAN_F32;
+    if (pol && pol->ops) { /* a policy's own row format (int4's codes) */
+        ig_policy_cost_terms t;
+        if (ig_policy_get_cost_terms(pol->ops, pol->params, c, &t, &err) != IG_OK) goto fail;
+        ig_cli_kv_format_apply(&t, &po);
+    }
     po.overlap = !o->no_overlap;
     int gb = o->gpu_batch > 0 ? o->gpu_batch : n_seqs;
     po.wl =

@@ -210,6 +210,30 @@ void ig_cli_policy_print(const ig_cli_policy *p, const ig_engine *e, FILE *f) {
     fputc('\n', f);
 }
 
+void ig_cli_kv_format_apply(const ig_policy_cost_terms *t, ig_plan_opts *o) {
+    if (t->codec_set && t->codec.kind == IG_KV_CODEC_QUANT) {
+        int hd = o->model.head_dim;
+        o->kv_dtype = t->codec.bits > 4 ? IG_PLAN_INT8 : IG_PLAN_INT4;
+        size_t rb = ig_kv_codec_row_bytes(&t->codec, hd);
+        o->kv_head_row_bytes = 0;
+        o->kv_format[0] = '\0';
+        if (hd > 0 && rb != ig_plan_row_bytes(o->kv_dtype, (size_t)hd)) {
+            o->kv_head_row_bytes = rb;
+            snprintf(o->kv_format, sizeof o->kv_format, "%d-bit, groups of %d", t->codec.bits,
+                     t->codec.group);
+        }
+    } else if (t->codec_set) {
+        o->kv_dtype = t->codec.kind == IG_KV_CODEC_F16 ? IG_PLAN_F16 : IG_PLAN_F32;
+    }
+}
+
+static void cost_terms_apply(const ig_policy_cost_terms *t, ig_plan_opts *o) {
+    ig_cli_kv_format_apply(t, o);
+    o->kv_keep_fraction = t->keep;
+    o->fetch_fraction = t->fetch;
+    o->partial_ratio = t->partial;
+}
+
 ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int n, ig_plan_opts *o,
                              ig_error *err) {
     const ig_policy_ops *ops = ig_policy_find(name);
@@ -224,20 +248,15 @@ ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int 
     }
     ig_policy_params *p = NULL;
     IG_TRY(ig_policy_params_parse(ops, settings, n, &p, err));
-    if (!strcmp(name, "int4")) {
-        o->kv_dtype = IG_PLAN_INT4;
-    } else if (!strcmp(name, "h2o")) {
-        o->kv_keep_fraction = o->fetch_fraction =
-            ig_params_num(p, "heavy_ratio") + ig_params_num(p, "recent_ratio");
-    } else if (!strcmp(name, "streaming")) {
-        o->kv_keep_fraction = o->fetch_fraction = ig_params_num(p, "window_ratio");
-    } else if (!strcmp(name, "quest")) {
-        o->fetch_fraction = ig_params_num(p, "budget_ratio");
-    } else if (!strcmp(name, "infinigen")) {
-        o->fetch_fraction = ig_params_num(p, "max_fetch");
-        o->partial_ratio = ig_params_num(p, "partial_ratio");
-        o->kv_keep_fraction = ig_params_num(p, "pool_capacity");
-        const char *fp = ig_params_str(p, "fetch_profile");
+    ig_policy_cost_terms t;
+    ig_status st0 = ig_policy_get_cost_terms(ops, p, &o->model, &t, err);
+    if (st0 != IG_OK) {
+        ig_policy_params_free(p);
+        return st0;
+    }
+    cost_terms_apply(&t, o);
+    {
+        const char *fp = t.fetch_profile[0] ? t.fetch_profile : NULL;
         char fp_src[4200];
         if (fp && fp[0] != '/' && !ig_path_exists(fp)) { /* relative: the source tree's */
             snprintf(fp_src, sizeof fp_src, "%s/%s", IG_SOURCE_DIR, fp);
@@ -262,10 +281,10 @@ ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int 
             snprintf(o->fetch_source, sizeof o->fetch_source,
                      "measured profile %.200s (%s, %d points from context %.0f to %.0f)", fp,
                      prof.model, prof.n, prof.pts[0].ctx, prof.pts[prof.n - 1].ctx);
-        } else {
+        } else if (t.fetch_is_cap) {
             snprintf(o->fetch_source, sizeof o->fetch_source,
-                     "the cap: max_fetch = %g of the context at every length (no fetch profile "
-                     "given: --set fetch_profile=FILE from 'igen ppl --fetch-profile')",
+                     "the cap: %g of the context at every length (no fetch profile given: --set "
+                     "fetch_profile=FILE from 'igen ppl --fetch-profile')",
                      o->fetch_fraction);
         }
     }

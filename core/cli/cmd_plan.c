@@ -146,9 +146,9 @@ static void print_plan(const ig_plan *p, const ig_cost_result *c, const char *mo
            o->pct.w_gpu, o->pct.w_cpu, 100 - o->pct.w_gpu - o->pct.w_cpu, o->pct.cache_gpu,
            o->pct.cache_cpu, 100 - o->pct.cache_gpu - o->pct.cache_cpu, o->pct.act_gpu,
            o->pct.act_cpu, 100 - o->pct.act_gpu - o->pct.act_cpu);
-    printf("KV         %s, keep %g, fetch %g%s\n", ig_plan_dtype_name(o->kv_dtype),
-           o->kv_keep_fraction, o->fetch_fraction,
-           o->cpu_cache_compute ? ", attention over host KV on the CPU" : "");
+    printf("KV         %s, keep %g, fetch %g%s\n",
+           o->kv_format[0] ? o->kv_format : ig_plan_dtype_name(o->kv_dtype), o->kv_keep_fraction,
+           o->fetch_fraction, o->cpu_cache_compute ? ", attention over host KV on the CPU" : "");
     if (o->partial_ratio > 0) printf("           partial key cache ratio %g\n", o->partial_ratio);
     if (o->fetch_source[0]) printf("           fetch: %s\n", o->fetch_source);
     printf("\n  %-13s %9s %9s %9s %9s %9s %9s %9s   (GiB)\n", "tier", "peak", "capacity", "weights",
@@ -413,26 +413,10 @@ int ig_cmd_plan(int argc, char **argv) {
                         "chooses the placement)\n");
         return IG_EXIT_ERROR;
     }
-    /* the policy's terms from its parameters, then explicit overrides */
     if (n_sets > 0 && !policy) {
         fprintf(stderr, "igen plan: --set needs --policy NAME\n");
         return IG_EXIT_ERROR;
     }
-    if (policy) {
-        ig_error perr;
-        if (ig_cli_policy_cost(policy, sets, n_sets, &o, &perr) != IG_OK) {
-            fprintf(stderr, "igen plan: --policy: %s\n", perr.msg);
-            return IG_EXIT_ERROR;
-        }
-    }
-    if (kv >= 0) o.kv_dtype = (ig_plan_dtype)kv;
-    if (keep >= 0) o.kv_keep_fraction = keep;
-    if (fetch >= 0) {
-        o.fetch_fraction = fetch;
-        o.fetch_profile_n = 0;
-        snprintf(o.fetch_source, sizeof o.fetch_source, "--fetch %g at every length", fetch);
-    }
-    if (partial >= 0) o.partial_ratio = partial;
 
     ig_error err;
     ig_error_clear(&err);
@@ -454,6 +438,26 @@ int ig_cmd_plan(int argc, char **argv) {
     }
     o.model = shape.config;
     o.weight_dtype = wdt >= 0 ? (ig_plan_dtype)wdt : shape.weight_dtype;
+    /* the policy's terms for this model from its parameters, then explicit overrides */
+    if (policy) {
+        ig_error perr;
+        if (ig_cli_policy_cost(policy, sets, n_sets, &o, &perr) != IG_OK) {
+            fprintf(stderr, "igen plan: --policy: %s\n", perr.msg);
+            return IG_EXIT_ERROR;
+        }
+    }
+    if (kv >= 0) { /* --kv replaces the policy's row format */
+        o.kv_dtype = (ig_plan_dtype)kv;
+        o.kv_head_row_bytes = 0;
+        o.kv_format[0] = '\0';
+    }
+    if (keep >= 0) o.kv_keep_fraction = keep;
+    if (fetch >= 0) {
+        o.fetch_fraction = fetch;
+        o.fetch_profile_n = 0;
+        snprintf(o.fetch_source, sizeof o.fetch_source, "--fetch %g at every length", fetch);
+    }
+    if (partial >= 0) o.partial_ratio = partial;
     ig_hwprof *hw = malloc(sizeof *hw);
     if (!hw) return IG_EXIT_ERROR;
     if (ig_hwprof_open(hw_name, hw, &err) != IG_OK) {
@@ -523,8 +527,9 @@ int ig_cmd_plan(int argc, char **argv) {
         json_object_object_add(jo, "hardware", json_object_new_string(hw->name));
         json_object_object_add(jo, "weight_dtype",
                                json_object_new_string(ig_plan_dtype_name(o.weight_dtype)));
-        json_object_object_add(jo, "kv_dtype",
-                               json_object_new_string(ig_plan_dtype_name(o.kv_dtype)));
+        json_object_object_add(
+            jo, "kv_dtype",
+            json_object_new_string(o.kv_format[0] ? o.kv_format : ig_plan_dtype_name(o.kv_dtype)));
         json_object_object_add(jo, "kv_keep_fraction", json_object_new_double(o.kv_keep_fraction));
         json_object_object_add(jo, "fetch_fraction", json_object_new_double(o.fetch_fraction));
         json_object_object_add(jo, "fetch_source", json_object_new_string(o.fetch_source));

@@ -110,10 +110,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     const ig_engine_opts *o = &e->opts;
     const ig_model_config *c = &e->cfg;
     const ig_policy_ops *ops = o->policy;
-    if (ops->version != IG_POLICY_API_VERSION || !ops->init || !ops->fini || !ops->capacity)
-        return ig_error_set(err, IG_ERR_INTERNAL,
-                            "policy %s: API version %d or required hooks do not match this build",
-                            ops->name, ops->version);
+    IG_TRY(ig_policy_ops_check(ops, err));
     if (o->kv_dtype != IG_DTYPE_F32 && o->kv_dtype != IG_DTYPE_F16)
         return ig_error_set(err, IG_ERR_INVALID_ARG, "KV dtype %s is not supported (f32 or f16)",
                             ig_dtype_name(o->kv_dtype));
