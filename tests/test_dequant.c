@@ -1,4 +1,4 @@
-/* kernels/cpu/dequant: every supported ggml block format against gguf-py's dequantize (golden
+/* core/io/ggml_dequant: every supported ggml block format against gguf-py's dequantize (golden
  * values in tests/fixtures/io/quants.gguf, bit for bit), the parallel path against block-by-block
  * calls, and the type tables. */
 #include <math.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/io/gguf.h"
-#include "kernels/cpu/dequant.h"
+#include "core/io/ggml_dequant.h"
 #include "tests/test_util.h"
 
 /* Counts elements whose bit patterns differ (NaN payloads included) and reports the first one. */

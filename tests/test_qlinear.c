@@ -20,7 +20,7 @@
 #include "core/io/gguf.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
-#include "kernels/cpu/dequant.h"
+#include "core/io/ggml_dequant.h"
 #include "tests/kernel_util.h"
 #include "tests/test_util.h"
 

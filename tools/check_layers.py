@@ -25,9 +25,9 @@ import sys
 LAYERS = ["base", "model", "kernels", "offload", "policies", "engine", "app"]
 
 KNOWN = {
-    # the model converts weights at load with the CPU kernels (a backend op after the redesign)
+    # the model quantizes weights at load (--dtype q4g64 ...) with the CPU kernels (a backend op
+    # after the redesign)
     ("core/model/model.c", "kernels/cpu/cpu_kernels.h"),
-    ("core/io/gguf.c", "kernels/cpu/dequant.h"),
     # InfiniGen's skew calibration runs an engine; it moves into the engine's layer
     ("policies/infinigen_skew.c", "core/engine/engine.h"),
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/mapfile.h"
-#include "kernels/cpu/dequant.h"
+#include "core/io/ggml_dequant.h"
 
 #define GGUF_MAGIC             0x46554747u /* "GGUF" read as a little-endian u32 */
 #define GGUF_HEADER_BYTES      24u         /* magic, version, n_tensors (u64), n_kv (u64) */

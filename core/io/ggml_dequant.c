@@ -1,7 +1,7 @@
 /* Dequantization of ggml block formats to f32, bit-exact with gguf-py's gguf.quants.dequantize.
  * It runs at load time, so it is plain portable C (bytes read with memcpy: blocks need not be
  * aligned) parallelised over blocks with OpenMP. It never validates sizes: callers check bounds. */
-#include "kernels/cpu/dequant.h"
+#include "core/io/ggml_dequant.h"
 
 #include <string.h>
 

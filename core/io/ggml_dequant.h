@@ -1,8 +1,8 @@
 /* Dequantization of ggml block formats to f32 (one row or a whole tensor at a time).
  * Layouts follow ggml: each block holds its scales and packed quants; n must be a multiple of the
  * block size (checked by the caller, see ig_ggml_block_size). */
-#ifndef IG_DEQUANT_H
-#define IG_DEQUANT_H
+#ifndef IG_GGML_DEQUANT_H
+#define IG_GGML_DEQUANT_H
 
 #include <stddef.h>
 #include <stdint.h>
