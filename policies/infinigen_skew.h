@@ -1,8 +1,9 @@
 /* InfiniGen's offline skewing: per (layer, KV head) an orthogonal rotation A of the head's
  * query/key space, from the SVD of the query matrix observed on a calibration text, so that after q
  * -> qA and k -> kA (q.k unchanged) a few columns carry most of the magnitude. This module computes
- * A (Jacobi eigen-decomposition of Q^T Q), runs the calibration pass, and reads/writes the skew
- * file. It never changes the model's weights; the infinigen policy applies A itself.
+ * A (Jacobi eigen-decomposition of Q^T Q) and reads/writes the skew file; the calibration pass is
+ * core/engine/calibrate.h. It never changes the model's weights; the infinigen policy applies A
+ * itself.
  *
  * Grouped-query attention: q.k is invariant only if the query head and the key head it reads use
  * the same rotation, so A is per KV head, computed from the stacked queries of the KV head's group
@@ -49,14 +50,13 @@ void ig_skew_rotation_from_gram(double *gq, double *gk, int hd, float *A, float 
 /* An identity rotation for every (layer, KV head) of a model (unskewed runs). */
 ig_status ig_skew_identity(const ig_model *m, ig_skew **out, ig_error *err);
 
-typedef void (*ig_skew_progress_fn)(void *user, int64_t tokens_done, int64_t tokens_total);
+/* Heads up to this width (the calibration's and the rotation's stack buffers). */
+#define IG_SKEW_MAX_HD 512
 
-/* Runs the model (dense attention, no KV policy) over ids[0..n) in chunks of `chunk` tokens,
- * accumulating per layer and KV head the Gram matrices of the queries and keys the attention sees
- * (Llama: after RoPE; OPT: projected, bias included, unscaled), and derives the rotations. */
-ig_status ig_skew_calibrate(const ig_model *m, const int32_t *ids, int64_t n, int chunk,
-                            int threads, ig_skew_progress_fn progress, void *user, ig_skew **out,
-                            ig_error *err);
+/* A zeroed skew (A, sigma_q, sigma_k allocated) for a model of shape c, named `name`. */
+ig_status ig_skew_alloc(const ig_model_config *c, const char *name, ig_skew **out, ig_error *err);
+
+/* The calibration pass that fills a skew from a text runs an engine: core/engine/calibrate.h. */
 
 ig_status ig_skew_save(const ig_skew *s, const char *path, ig_error *err);
 ig_status ig_skew_load(const char *path, ig_skew **out, ig_error *err);

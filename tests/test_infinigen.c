@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
 #include "policies/infinigen.h"
+#include "core/engine/calibrate.h"
 #include "policies/infinigen_skew.h"
 #include "policies/policy.h"
 #include "tests/test_util.h"
@@ -57,7 +58,7 @@ static int suite_init(void) {
         int n = 0;
         const int32_t *ids = ref_tokens(i, "tokens_3", &n);
         ig_skew *s = NULL;
-        if (!ids || ig_skew_calibrate(g_models[i], ids, n, 16, 2, NULL, NULL, &s, &err) != IG_OK) {
+        if (!ids || ig_calibrate_skew(g_models[i], ids, n, 16, 2, NULL, NULL, &s, &err) != IG_OK) {
             fprintf(stderr, "calibrate: %s\n", err.msg);
             return 1;
         }

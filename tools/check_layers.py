@@ -28,8 +28,6 @@ KNOWN = {
     # the model quantizes weights at load (--dtype q4g64 ...) with the CPU kernels (a backend op
     # after the redesign)
     ("core/model/model.c", "kernels/cpu/cpu_kernels.h"),
-    # InfiniGen's skew calibration runs an engine; it moves into the engine's layer
-    ("policies/infinigen_skew.c", "core/engine/engine.h"),
 }
 
 

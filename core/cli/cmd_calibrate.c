@@ -8,6 +8,7 @@
 #include "core/cli/cli.h"
 #include "core/log.h"
 #include "core/mapfile.h"
+#include "core/engine/calibrate.h"
 #include "policies/infinigen_skew.h"
 
 static void help(void) {
@@ -135,7 +136,7 @@ int ig_cmd_calibrate(int argc, char **argv) {
                 text_path, skip, (long long)(skip + n - 1), n_ids, cfg->n_layer, cfg->n_kv_head,
                 cfg->head_dim);
     progress_state ps = {com.quiet, ig_cli_stderr_is_tty(), ig_time_s()};
-    if (ig_skew_calibrate(m, ids + skip, n, 256, com.threads, on_progress, &ps, &skew, &err) !=
+    if (ig_calibrate_skew(m, ids + skip, n, 256, com.threads, on_progress, &ps, &skew, &err) !=
             IG_OK ||
         ig_skew_save(skew, out_path, &err) != IG_OK) {
         ig_cli_error("calibrate", &err);

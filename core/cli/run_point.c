@@ -21,6 +21,7 @@
 #include "offload/hwprof.h"
 #include "offload/modelshape.h"
 #include "offload/wstream.h"
+#include "core/engine/calibrate.h"
 #include "policies/infinigen_skew.h"
 
 /* The model and the tokens of the text last used, kept across points. */
@@ -178,7 +179,7 @@ static ig_status auto_skew(const ig_exp_point *pt, ig_model *m, json_object *mx,
                 (long long)n, pt->text_path ? pt->text_path : "the text", (long long)skip, path);
         char part[4300];
         snprintf(part, sizeof part, "%s.part", path);
-        ig_status st = ig_skew_calibrate(m, ids + skip, n, 256, pt->threads, NULL, NULL, &sk, err);
+        ig_status st = ig_calibrate_skew(m, ids + skip, n, 256, pt->threads, NULL, NULL, &sk, err);
         if (st == IG_OK) st = ig_skew_save(sk, part, err);
         ig_skew_free(sk);
         if (st == IG_OK && rename(part, path) != 0) {
