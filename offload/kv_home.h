@@ -11,24 +11,9 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "offload/kv_format.h"
 
-typedef enum ig_kv_codec_kind {
-    IG_KV_CODEC_F32 = 0,
-    IG_KV_CODEC_F16 = 1,
-    IG_KV_CODEC_QUANT = 2, /* group-wise asymmetric min-max, `bits` per value */
-} ig_kv_codec_kind;
-
-typedef struct ig_kv_codec {
-    ig_kv_codec_kind kind;
-    int bits;  /* QUANT: 8, 4 or 2 */
-    int group; /* QUANT: values per group along head_dim */
-} ig_kv_codec;
-
-/* Bytes of one encoded row of hd values. */
-size_t ig_kv_codec_row_bytes(const ig_kv_codec *c, int hd);
-/* Whether decode(encode(x)) == x. */
-int ig_kv_codec_is_exact(const ig_kv_codec *c);
-const char *ig_kv_codec_name(const ig_kv_codec *c, char *buf, size_t n);
+/* Encoding and decoding rows (the format itself: offload/kv_format.h). */
 void ig_kv_codec_encode(const ig_kv_codec *c, const float *x, int64_t n_rows, int hd, void *out);
 void ig_kv_codec_decode(const ig_kv_codec *c, const void *in, int64_t n_rows, int hd, float *out);
 

@@ -21,7 +21,7 @@
 
 #include "core/model/model.h"
 #include "core/status.h"
-#include "offload/kv_home.h"
+#include "offload/kv_format.h"
 
 /* The interface's version. History: 1, the first table; 2, cost_terms appended. A policy declares
  * the version it was written against; the core accepts any version from 1 to this one and reads
