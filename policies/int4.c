@@ -17,23 +17,29 @@ typedef struct int4_state {
     int bits, group;
 } int4_state;
 
+/* The row format from the parameters for heads of head_dim values (a head smaller than the
+ * default group is one group); used by init and by the cost terms alike. head_dim 0: unknown. */
+static ig_status int4_codec(const ig_policy_params *p, int head_dim, ig_kv_codec *c,
+                            ig_error *err) {
+    int bits = (int)ig_params_num(p, "bits"), group = (int)ig_params_num(p, "group_size");
+    if (!ig_params_is_set(p, "group_size") && head_dim > 0 && head_dim < group) group = head_dim;
+    if (bits != 8 && bits != 4 && bits != 2)
+        return ig_error_set(err, IG_ERR_INVALID_ARG, "policy int4: bits=%d (expected 8, 4 or 2)",
+                            bits);
+    if (head_dim > 0 && head_dim % group != 0)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy int4: group_size=%d does not divide head_dim %d", group,
+                            head_dim);
+    *c = (ig_kv_codec){IG_KV_CODEC_QUANT, bits, group};
+    return IG_OK;
+}
+
 static ig_status int4_init(void *st, const ig_policy_env *env, const ig_policy_params *p,
                            ig_policy_caps *caps, ig_error *err) {
     int4_state *s = st;
-    s->bits = (int)ig_params_num(p, "bits");
-    s->group = (int)ig_params_num(p, "group_size");
-    if (!ig_params_is_set(p, "group_size") && env->cfg->head_dim < s->group)
-        s->group = env->cfg->head_dim;
-    if (s->bits != 8 && s->bits != 4 && s->bits != 2)
-        return ig_error_set(err, IG_ERR_INVALID_ARG, "policy int4: bits=%d (expected 8, 4 or 2)",
-                            s->bits);
-    if (env->cfg->head_dim % s->group != 0)
-        return ig_error_set(err, IG_ERR_INVALID_ARG,
-                            "policy int4: group_size=%d does not divide head_dim %d", s->group,
-                            env->cfg->head_dim);
-    caps->codec.kind = IG_KV_CODEC_QUANT;
-    caps->codec.bits = s->bits;
-    caps->codec.group = s->group;
+    IG_TRY(int4_codec(p, env->cfg->head_dim, &caps->codec, err));
+    s->bits = caps->codec.bits;
+    s->group = caps->codec.group;
     caps->dense = 1;
     return IG_OK;
 }
@@ -48,24 +54,10 @@ static int64_t int4_capacity(const void *st, int layer, int64_t n_tokens) {
     return n_tokens;
 }
 
-/* The row format from the parameters as init resolves it (a head smaller than the default group is
- * one group). */
 static ig_status int4_cost_terms(const ig_policy_params *p, const ig_model_config *cfg,
                                  ig_policy_cost_terms *t, ig_error *err) {
-    int bits = (int)ig_params_num(p, "bits"), group = (int)ig_params_num(p, "group_size");
-    if (!ig_params_is_set(p, "group_size") && cfg->head_dim > 0 && cfg->head_dim < group)
-        group = cfg->head_dim;
-    if (bits != 8 && bits != 4 && bits != 2)
-        return ig_error_set(err, IG_ERR_INVALID_ARG, "policy int4: bits=%d (expected 8, 4 or 2)",
-                            bits);
-    if (cfg->head_dim > 0 && cfg->head_dim % group != 0)
-        return ig_error_set(err, IG_ERR_INVALID_ARG,
-                            "policy int4: group_size=%d does not divide head_dim %d", group,
-                            cfg->head_dim);
+    IG_TRY(int4_codec(p, cfg->head_dim, &t->codec, err));
     t->codec_set = 1;
-    t->codec.kind = IG_KV_CODEC_QUANT;
-    t->codec.bits = bits;
-    t->codec.group = group;
     return IG_OK;
 }
 

@@ -249,44 +249,36 @@ ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int 
     ig_policy_params *p = NULL;
     IG_TRY(ig_policy_params_parse(ops, settings, n, &p, err));
     ig_policy_cost_terms t;
-    ig_status st0 = ig_policy_get_cost_terms(ops, p, &o->model, &t, err);
-    if (st0 != IG_OK) {
-        ig_policy_params_free(p);
-        return st0;
-    }
+    ig_status st = ig_policy_get_cost_terms(ops, p, &o->model, &t, err);
+    ig_policy_params_free(p);
+    IG_TRY(st);
     cost_terms_apply(&t, o);
-    {
-        const char *fp = t.fetch_profile[0] ? t.fetch_profile : NULL;
-        char fp_src[4200];
-        if (fp && fp[0] != '/' && !ig_path_exists(fp)) { /* relative: the source tree's */
-            snprintf(fp_src, sizeof fp_src, "%s/%s", IG_SOURCE_DIR, fp);
-            if (ig_path_exists(fp_src)) fp = fp_src;
+    const char *fp = t.fetch_profile[0] ? t.fetch_profile : NULL;
+    char fp_src[4200];
+    if (fp && fp[0] != '/' && !ig_path_exists(fp)) { /* relative: the source tree's */
+        snprintf(fp_src, sizeof fp_src, "%s/%s", IG_SOURCE_DIR, fp);
+        if (ig_path_exists(fp_src)) fp = fp_src;
+    }
+    if (fp) {
+        ig_fetch_profile prof;
+        IG_TRY(ig_fetch_profile_load(fp, &prof, err));
+        if (strcmp(prof.policy, name) != 0)
+            return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                "%s: a fetch profile of policy '%s', not of '%s'", fp, prof.policy,
+                                name);
+        o->fetch_profile_n = prof.n;
+        for (int i = 0; i < prof.n; i++) {
+            o->fetch_profile_ctx[i] = prof.pts[i].ctx;
+            o->fetch_profile_frac[i] = prof.pts[i].fraction;
         }
-        if (fp) {
-            ig_fetch_profile prof;
-            ig_status st = ig_fetch_profile_load(fp, &prof, err);
-            if (st == IG_OK && strcmp(prof.policy, name) != 0)
-                st = ig_error_set(err, IG_ERR_INVALID_ARG,
-                                  "%s: a fetch profile of policy '%s', not of '%s'", fp,
-                                  prof.policy, name);
-            if (st != IG_OK) {
-                ig_policy_params_free(p);
-                return st;
-            }
-            o->fetch_profile_n = prof.n;
-            for (int i = 0; i < prof.n; i++) {
-                o->fetch_profile_ctx[i] = prof.pts[i].ctx;
-                o->fetch_profile_frac[i] = prof.pts[i].fraction;
-            }
-            snprintf(o->fetch_source, sizeof o->fetch_source,
-                     "measured profile %.200s (%s, %d points from context %.0f to %.0f)", fp,
-                     prof.model, prof.n, prof.pts[0].ctx, prof.pts[prof.n - 1].ctx);
-        } else if (t.fetch_is_cap) {
-            snprintf(o->fetch_source, sizeof o->fetch_source,
-                     "the cap: %g of the context at every length (no fetch profile given: --set "
-                     "fetch_profile=FILE from 'igen ppl --fetch-profile')",
-                     o->fetch_fraction);
-        }
+        snprintf(o->fetch_source, sizeof o->fetch_source,
+                 "measured profile %.200s (%s, %d points from context %.0f to %.0f)", fp,
+                 prof.model, prof.n, prof.pts[0].ctx, prof.pts[prof.n - 1].ctx);
+    } else if (t.fetch_is_cap) {
+        snprintf(o->fetch_source, sizeof o->fetch_source,
+                 "the cap: %g of the context at every length (no fetch profile given: --set "
+                 "fetch_profile=FILE from 'igen ppl --fetch-profile')",
+                 o->fetch_fraction);
     }
     if (!o->fetch_source[0])
         snprintf(o->fetch_source, sizeof o->fetch_source,
@@ -296,6 +288,5 @@ ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int 
     if (o->fetch_fraction <= 0) o->fetch_fraction = 1e-3;
     if (o->kv_keep_fraction <= 0) o->kv_keep_fraction = 1e-3;
     if (o->fetch_fraction > o->kv_keep_fraction) o->fetch_fraction = o->kv_keep_fraction;
-    ig_policy_params_free(p);
     return IG_OK;
 }
