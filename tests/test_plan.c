@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "offload/cost.h"
 #include "offload/fetchprof.h"
@@ -797,6 +798,27 @@ static void test_cli(void) {
         if (i == 0) f16_seq = seq;
         CU_ASSERT(f16_seq > 0 && seq * 256 == f16_seq * fmts[i].row);
         json_object_put(jf);
+    }
+    /* a fetch profile made for another policy is refused, naming both */
+    {
+        char src[4096], tmp[] = "/tmp/igen-test-fetchprof-XXXXXX";
+        snprintf(src, sizeof src, "%s/configs/policies/infinigen-smollm2-135m.yaml", IG_SOURCE_DIR);
+        FILE *in = fopen(src, "r");
+        int fd = mkstemp(tmp);
+        CU_ASSERT_FATAL(in != NULL && fd >= 0);
+        FILE *out = fdopen(fd, "w");
+        CU_ASSERT_FATAL(out != NULL);
+        char line[8192];
+        while (fgets(line, sizeof line, in))
+            fputs(strncmp(line, "policy:", 7) ? line : "policy: \"h2o\"\n", out);
+        fclose(in);
+        fclose(out);
+        snprintf(args, sizeof args,
+                 "plan --shape opt-13b --hardware a6000-pcie3 --policy infinigen --set "
+                 "fetch_profile=%s",
+                 tmp);
+        expect_cli_error(r, args, "a fetch profile of policy 'h2o', not of 'infinigen'");
+        unlink(tmp);
     }
     expect_cli_error(r, "plan --shape opt-13b --hardware a6000-pcie3 --policy int4 --set bits=3",
                      "policy int4: bits=3 (expected 8, 4 or 2)");
