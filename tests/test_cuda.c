@@ -414,18 +414,18 @@ static void attention_rows_case(int batch, int H, int G, int hd, int cap, int n_
             ib[g] = idx + (int64_t)t * cap;
             ns[g] = nsel[t];
         }
-        ig_gather_attn a = {H,
-                            G,
-                            hd,
-                            scale,
-                            kb,
-                            vb,
-                            hd,
-                            ib,
-                            ns,
-                            ke + (int64_t)b * n_extra * G * hd,
-                            ve + (int64_t)b * n_extra * G * hd,
-                            n_extra};
+        ig_gather_attn a = {.n_head = H,
+                            .n_kv_head = G,
+                            .hd = hd,
+                            .scale = scale,
+                            .k_base = kb,
+                            .v_base = vb,
+                            .row_stride = hd,
+                            .idx = ib,
+                            .n_sel = ns,
+                            .k_extra = ke + (int64_t)b * n_extra * G * hd,
+                            .v_extra = ve + (int64_t)b * n_extra * G * hd,
+                            .n_extra = n_extra};
         ig_ref_attention_gather(&a, q + (int64_t)b * H * hd, pref + (int64_t)b * H * ps, ps,
                                 ref + (int64_t)b * H * hd);
         /* entries past each head's rows: the GPU zeroes them; the reference leaves them */

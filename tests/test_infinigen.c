@@ -277,9 +277,18 @@ static void test_gather_attention_kernel(void) {
             }
             for (int mode = 0; mode < 2; mode++) /* index lists, then contiguous rows */
                 for (int n_extra = 0; n_extra <= 2; n_extra += 2) {
-                    ig_gather_attn a = {H,    G,  hd,          1.0f / sqrtf((float)hd),
-                                        kb,   vb, (int64_t)hd, mode ? NULL : ix,
-                                        nsel, ek, ev,          n_extra};
+                    ig_gather_attn a = {.n_head = H,
+                                        .n_kv_head = G,
+                                        .hd = hd,
+                                        .scale = 1.0f / sqrtf((float)hd),
+                                        .k_base = kb,
+                                        .v_base = vb,
+                                        .row_stride = (int64_t)hd,
+                                        .idx = mode ? NULL : ix,
+                                        .n_sel = nsel,
+                                        .k_extra = ek,
+                                        .v_extra = ev,
+                                        .n_extra = n_extra};
                     size_t wsn = ig_cpu_attention_gather_ws_floats(H, ROWS + 2, 2);
                     float *ws = malloc(wsn * sizeof(float));
                     ig_cpu_attention_gather(&a, q, ws, wsn, probs, ROWS + 2, out);

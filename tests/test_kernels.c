@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
 #include "kernels/cpu/kvquant.h"
@@ -984,6 +985,132 @@ static void test_attention_rows_t(void) {
     free(ws);
 }
 
+/* ---- gather attention over encoded rows ------------------------------------------------------
+ * Encoded rows (f16, group-wise codes) decoded inside the kernel give the same bits as the kernel
+ * over the rows decoded beforehand, through index lists and with the new tokens' rows after them,
+ * probabilities included; and agree with the double reference. */
+
+typedef struct enc_case {
+    int n_head, n_kv, hd;
+    ig_rows_enc enc;
+    int bits, group;
+} enc_case;
+
+static void check_gather_enc(ig_rng *r, enc_case c, int n_extra) {
+    const int64_t cap = 300;
+    const int H = c.n_head, G = c.n_kv, hd = c.hd;
+    size_t rb = c.enc == IG_ROWS_F16 ? (size_t)hd * 2 : ig_kvq_row_bytes(hd, c.bits, c.group);
+    CU_ASSERT_FATAL(rb > 0);
+    float *src = malloc((size_t)G * cap * hd * 4 * 2), *dec = malloc((size_t)G * cap * hd * 4 * 2);
+    unsigned char *enc = malloc((size_t)G * cap * rb * 2);
+    int32_t *idx = malloc((size_t)G * cap * sizeof(int32_t));
+    float *ex = malloc((size_t)(n_extra ? n_extra : 1) * G * hd * 4 * 2), *q = malloc(H * hd * 4);
+    int64_t ps = cap + n_extra;
+    float *o1 = malloc(H * hd * 4), *o2 = malloc(H * hd * 4), *o3 = malloc(H * hd * 4);
+    float *p1 = malloc(H * ps * 4), *p2 = malloc(H * ps * 4);
+    CU_ASSERT_FATAL(src && dec && enc && idx && ex && q && o1 && o2 && o3 && p1 && p2);
+    fill(r, src, (int64_t)G * cap * hd * 2, -2.0f, 2.0f);
+    fill(r, ex, (int64_t)(n_extra ? n_extra : 1) * G * hd * 2, -2.0f, 2.0f);
+    fill(r, q, H * hd, -1.0f, 1.0f);
+    int64_t rows = (int64_t)G * cap * 2; /* K tables, then V tables */
+    if (c.enc == IG_ROWS_F16) {
+        ig_convert(IG_DTYPE_F16, enc, IG_DTYPE_F32, src, (size_t)(rows * hd));
+        ig_convert(IG_DTYPE_F32, dec, IG_DTYPE_F16, enc, (size_t)(rows * hd));
+    } else {
+        ig_kvq_quantize_rows(src, rows, hd, c.bits, c.group, enc);
+        ig_kvq_dequantize_rows(enc, rows, hd, c.bits, c.group, dec);
+    }
+    const float *kb[8], *vb[8];
+    const unsigned char *ke[8], *ve[8];
+    const int32_t *ix[8];
+    int64_t nsel[8];
+    for (int g = 0; g < G; g++) {
+        kb[g] = dec + (size_t)g * cap * hd;
+        vb[g] = dec + (size_t)(G + g) * cap * hd;
+        ke[g] = enc + (size_t)g * cap * rb;
+        ve[g] = enc + (size_t)(G + g) * cap * rb;
+        nsel[g] = g == 1 ? 0 : cap - 41 * g; /* one head with no selected rows */
+        int32_t *e = idx + (size_t)g * cap;
+        for (int64_t j = 0; j < nsel[g]; j++) e[j] = (int32_t)((j * 7 + g) % cap); /* scattered */
+        ix[g] = e;
+    }
+    ig_gather_attn a = {.n_head = H,
+                        .n_kv_head = G,
+                        .hd = hd,
+                        .scale = 1.0f / sqrtf((float)hd),
+                        .k_base = kb,
+                        .v_base = vb,
+                        .row_stride = hd,
+                        .idx = ix,
+                        .n_sel = nsel,
+                        .k_extra = ex,
+                        .v_extra = ex + (size_t)(n_extra ? n_extra : 1) * G * hd,
+                        .n_extra = n_extra};
+    size_t wsn = ig_cpu_attention_gather_ws_floats(H, ps, 0);
+    float *ws = malloc(wsn * 4);
+    CU_ASSERT_FATAL(ws != NULL);
+    ig_cpu_attention_gather(&a, q, ws, wsn, p1, ps, o1);
+    ig_gather_attn b = a;
+    b.k_base = b.v_base = NULL;
+    b.enc = c.enc;
+    b.enc_bits = c.bits;
+    b.enc_group = c.group;
+    b.k_enc = ke;
+    b.v_enc = ve;
+    b.enc_row_bytes = rb;
+    ig_cpu_attention_gather(&b, q, ws, wsn, p2, ps, o2);
+    int same = memcmp(o1, o2, (size_t)H * hd * 4) == 0;
+    for (int h = 0; h < H; h++) {
+        int64_t n = nsel[h / (H / G)] + n_extra;
+        same = same && memcmp(p1 + h * ps, p2 + h * ps, (size_t)n * 4) == 0;
+    }
+    if (!same)
+        printf("\n  encoded rows differ: H %d G %d hd %d enc %d bits %d group %d extra %d\n", H, G,
+               hd, (int)c.enc, c.bits, c.group, n_extra);
+    CU_ASSERT(same);
+    ig_ref_attention_gather(&b, q, NULL, 0, o3);
+    double worst = 0;
+    for (int i = 0; i < H * hd; i++) worst = fmax(worst, fabs((double)o2[i] - (double)o3[i]));
+    CU_ASSERT(worst < 1e-4);
+    free(src);
+    free(dec);
+    free(enc);
+    free(idx);
+    free(ex);
+    free(q);
+    free(o1);
+    free(o2);
+    free(o3);
+    free(p1);
+    free(p2);
+    free(ws);
+}
+
+static void test_attention_gather_encoded(void) {
+    ig_rng r;
+    ig_rng_seed(&r, 31);
+    static const enc_case cases[] = {
+        {9, 3, 64, IG_ROWS_KVQ, 4, 64},  /* int4's default on SmolLM2: decoded in registers */
+        {9, 3, 64, IG_ROWS_KVQ, 8, 32},  /* two groups per row */
+        {9, 3, 64, IG_ROWS_KVQ, 2, 16},  /* four groups per row */
+        {9, 3, 64, IG_ROWS_KVQ, 4, 8},   /* groups under 16 values: through the row decoder */
+        {9, 3, 64, IG_ROWS_F16, 0, 0},   /* f16 rows */
+        {8, 8, 128, IG_ROWS_KVQ, 4, 64}, /* OPT's head size, MHA */
+        {8, 8, 128, IG_ROWS_F16, 0, 0},
+        {4, 2, 48, IG_ROWS_KVQ, 4, 16}, /* head size with no register path */
+        {4, 2, 48, IG_ROWS_F16, 0, 0},
+    };
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!use_level(l)) continue;
+        for (int th = 1; th <= 2; th++) {
+            ig_cpu_set_threads(th);
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                for (int ne = 0; ne <= 2; ne += 2) check_gather_enc(&r, cases[i], ne);
+        }
+    }
+    restore_defaults();
+}
+
 /* ---- KV quantization ---------------------------------------------------------------------------
  */
 
@@ -1376,6 +1503,7 @@ void ig_test_register(void) {
     CU_pSuite kv = CU_add_suite("kv_policy_kernels", NULL, NULL);
     CU_add_test(kv, "attention_colsum", test_attention_colsum);
     CU_add_test(kv, "attention_rows_t", test_attention_rows_t);
+    CU_add_test(kv, "attention_gather_encoded", test_attention_gather_encoded);
     CU_add_test(kv, "kvq_layout", test_kvq_layout);
     CU_add_test(kv, "kvq_roundtrip", test_kvq_roundtrip);
     CU_add_test(kv, "topk", test_topk);

@@ -308,6 +308,14 @@ static void test_conformance(void) {
             CU_ASSERT(bytes_ok);
             CU_ASSERT(a && b && n1 == n2 && !memcmp(a, b, n1 * sizeof(float)));
             CU_ASSERT(a && c && n1 == n3 && max_diff(a, c, n1) <= 1e-4);
+            /* Encoded rows: attention decodes them in place to the same floats copy access
+             * decodes into its working set, and both run the same kernel: bit for bit. */
+            ig_policy_cost_terms ct;
+            ig_error cerr;
+            CU_ASSERT_FATAL(ig_policy_get_cost_terms(all[pi], params, ig_model_get_config(m), &ct,
+                                                     &cerr) == IG_OK);
+            if (ct.codec_set && !ig_kv_codec_is_exact(&ct.codec))
+                CU_ASSERT(a && c && n1 == n3 && !memcmp(a, c, n1 * sizeof(float)));
             free(a);
             free(b);
             free(c);

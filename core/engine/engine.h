@@ -16,12 +16,17 @@
 typedef struct ig_engine ig_engine;
 
 typedef enum ig_kv_access {
-    IG_KV_ACCESS_AUTO = 0,    /* in place where the home rows are f32, else copy */
-    IG_KV_ACCESS_INPLACE = 1, /* attention reads the selected home rows where they are */
-    IG_KV_ACCESS_COPY = 2,    /* selected rows are copied into a working set first (a GPU run) */
+    /* in place: attention reads the selected home rows where they are, f32 rows as they are,
+     * encoded rows (f16, n-bit codes) decoded on the compute threads by the attention step (as a
+     * GPU's attention kernel decodes the rows the link brought); KV on disk is always copied */
+    IG_KV_ACCESS_AUTO = 0,    /* in place unless some KV slot is homed on disk */
+    IG_KV_ACCESS_INPLACE = 1, /* in place (an error with KV on disk) */
+    /* the selected rows are copied (and decoded) into a working set on the transfer thread */
+    IG_KV_ACCESS_COPY = 2,
     /* FlexGen's cpu_cache_compute: decode attention runs on the CPU over the host-resident cache
-     * (in place where the rows are f32); only the query goes down and the attention output back
-     * up, so the KV traffic counted is 4 * n_head * head_dim bytes each way per token and layer. */
+     * (in place, encoded rows decoded by the attention step); only the query goes down and the
+     * attention output back up, so the KV traffic counted is 4 * n_head * head_dim bytes each way
+     * per token and layer. */
     IG_KV_ACCESS_CPU = 3,
 } ig_kv_access;
 

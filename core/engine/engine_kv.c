@@ -43,9 +43,14 @@ struct ig_kv_run {
     void *st;
     ig_policy_caps caps;
     ig_kv_home *home;
-    int64_t cap;  /* entries per (layer, slot, KV head) */
-    int contig;   /* dense, f32 rows, never evicts: plain causal attention over the home table */
-    int inplace;  /* sparse attention reads f32 home rows through index lists */
+    int64_t cap; /* entries per (layer, slot, KV head) */
+    int contig;  /* dense, f32 rows, never evicts: plain causal attention over the home table */
+    int inplace; /* sparse attention reads f32 home rows through index lists */
+    /* encoded home rows (f16, n-bit codes) read in place through index lists and decoded inside the
+     * attention kernel, on the compute threads, as a GPU's attention kernel decodes the rows the
+     * link brought; the transfer thread only times the link (copy access decodes there instead) */
+    int decode_attn;
+    int direct;   /* inplace or decode_attn: the compute thread reads and writes the home rows */
     int dev;      /* CUDA engine: the selected rows are gathered to the GPU, attention runs there */
     int cpu_attn; /* kv_access cpu (FlexGen's cpu_cache_compute): decode attention on the CPU */
     int L, S, G, H, hd, d;
@@ -204,11 +209,8 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->contig = r->caps.dense && never_evicts && f32_rows && acc != IG_KV_ACCESS_COPY &&
                 !r->caps.wants_probs && !r->caps.wants_prefill_colsum;
     r->inplace = f32_rows && acc != IG_KV_ACCESS_COPY;
-    if (acc == IG_KV_ACCESS_INPLACE && !f32_rows)
-        return ig_error_set(err, IG_ERR_INVALID_ARG,
-                            "policy %s stores encoded KV rows: in-place attention needs f32 rows "
-                            "(use copy access)",
-                            ops->name);
+    r->decode_attn = !f32_rows && !r->dev && acc != IG_KV_ACCESS_COPY;
+    r->direct = r->inplace || r->decode_attn;
 
     size_t S = (size_t)r->S, G = (size_t)r->G, H = (size_t)r->H, hd = (size_t)r->hd;
     size_t capz = (size_t)cap, pf_rows = capz + (size_t)r->max_new;
@@ -217,13 +219,13 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         r->sel_n[b] = ig_calloc(S * G, sizeof(int64_t), err);
         r->sel_ok[b] = ig_calloc(S, 1, err);
         if (!r->sel_e[b] || !r->sel_n[b] || !r->sel_ok[b]) return IG_ERR_NOMEM;
-        if (!r->inplace && !r->dev) {
+        if (!r->direct && !r->dev) {
             r->ws_k[b] = falloc(S * G * capz * hd, err);
             r->ws_v[b] = falloc(S * G * capz * hd, err);
             if (!r->ws_k[b] || !r->ws_v[b]) return IG_ERR_NOMEM;
         }
     }
-    if (!r->inplace || r->link) {
+    if (!r->direct || r->link) {
         /* A transfer thread on a core that compute also uses slows both down (spinning OpenMP
          * threads lose their time slices): by default only start one on a spare core. */
         int threads = o->xfer_threads;
@@ -488,7 +490,7 @@ static void gather_job_run(void *arg) {
     double t0 = ig_time_s();
     size_t bytes = 0;
     for (int i = 0; i < j->n; i++) {
-        if (!r->inplace) gather(j->e, j->layer, j->buf, j->slots[i]);
+        if (!r->direct) gather(j->e, j->layer, j->buf, j->slots[i]);
         if (!r->link || j->slots[i] < j->e->opts.kv_device_slots) continue;
         if (r->contig) { /* every row in use, no selection made: as decode_seq counts them */
             for (int g = 0; g < r->G; g++)
@@ -572,7 +574,7 @@ static void store_job_run(void *arg) {
     size_t G = (size_t)r->G, hd = (size_t)r->hd, bytes = 0;
     for (int i = 0; i < j->n; i++) {
         size_t slot = (size_t)j->slots[i];
-        for (size_t g = 0; g < G && !r->inplace; g++) { /* in place: written by store_new */
+        for (size_t g = 0; g < G && !r->direct; g++) { /* direct: written by store_new */
             size_t k = slot * G + g;
             ig_kv_home_write_rows(r->home, j->layer, (int)slot, (int)g, r->st_ent[k],
                                   r->st_k + k * hd, r->st_v + k * hd);
@@ -621,7 +623,7 @@ static void run_select_ahead(ig_engine *e, int layer) {
         check_selection(r, layer, slot, &sel);
         r->sel_ok[buf][slot] = 1;
     }
-    if (!r->inplace || r->link) submit_gather(e, layer);
+    if (!r->direct || r->link) submit_gather(e, layer);
 }
 
 /* Dense selection of `layer` made ahead (its resident set cannot change before the layer runs),
@@ -649,7 +651,7 @@ void ig_kv_layer_begin(ig_engine *e, int layer) {
         return;
     }
     if (r->caps.dense) {
-        if (r->inplace && !r->link) return;
+        if (r->direct && !r->link) return;
         if (layer == 0) dense_ahead(e, 0);
         if (layer + 1 < r->L) dense_ahead(e, layer + 1);
         return;
@@ -690,7 +692,7 @@ static void store_new(ig_engine *e, int layer, int s) {
     const ig_seq_tokens *q = &e->cur[s];
     size_t kvd = (size_t)r->G * (size_t)r->hd;
     int64_t n_after = e->p0[s] + q->n_tokens;
-    int async = r->async_store && is_decode(e, s) && !r->inplace;
+    int async = r->async_store && is_decode(e, s) && !r->direct;
     double t0 = ig_time_s();
     for (int i = 0; i < q->n_tokens; i++) {
         size_t row = (size_t)(e->row0[s] + i);
@@ -918,14 +920,20 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
     double resident = 0;
     for (int g = 0; g < r->G; g++) resident += (double)ig_kv_home_n_used(r->home, layer, slot, g);
     const float *kb[64], *vb[64];
+    const unsigned char *kenc[64], *venc[64];
     const int32_t *idx[64];
     IG_ASSERT(r->G <= 64);
     const float *probs = dev_probs;
     if (!r->dev) { /* else the CUDA engine attended (ig_cu_kv_decode) */
         for (int g = 0; g < r->G; g++) {
+            kb[g] = vb[g] = NULL;
+            kenc[g] = venc[g] = NULL;
             if (r->inplace) {
                 kb[g] = ig_kv_home_k_base(r->home, layer, slot, g);
                 vb[g] = ig_kv_home_v_base(r->home, layer, slot, g);
+            } else if (r->decode_attn) {
+                kenc[g] = ig_kv_home_k_base(r->home, layer, slot, g);
+                venc[g] = ig_kv_home_v_base(r->home, layer, slot, g);
             } else {
                 size_t off = ((size_t)slot * (size_t)r->G + (size_t)g) * (size_t)r->cap * hd;
                 kb[g] = r->ws_k[buf] + off;
@@ -946,8 +954,27 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
             ek = r->extra_k;
             ev = r->extra_v;
         }
-        ig_gather_attn a = {r->H,  r->G, r->hd, scale, kb, vb, (int64_t)hd, r->inplace ? idx : NULL,
-                            sel.n, ek,   ev,    1};
+        ig_gather_attn a = {.n_head = r->H,
+                            .n_kv_head = r->G,
+                            .hd = r->hd,
+                            .scale = scale,
+                            .k_base = kb,
+                            .v_base = vb,
+                            .row_stride = (int64_t)hd,
+                            .idx = r->direct ? idx : NULL,
+                            .n_sel = sel.n,
+                            .k_extra = ek,
+                            .v_extra = ev,
+                            .n_extra = 1};
+        if (r->decode_attn) { /* decoded by the attention kernel, row by row */
+            const ig_kv_codec *cd = &r->caps.codec;
+            a.enc = cd->kind == IG_KV_CODEC_F16 ? IG_ROWS_F16 : IG_ROWS_KVQ;
+            a.enc_bits = cd->bits;
+            a.enc_group = cd->group;
+            a.k_enc = kenc;
+            a.v_enc = venc;
+            a.enc_row_bytes = r->row_bytes;
+        }
         double t0 = ig_time_s();
         probs = r->caps.wants_probs ? r->probs : NULL;
         ig_cpu_attention_gather(&a, e->q + row * qd, r->gws, r->gws_floats,
@@ -974,9 +1001,9 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
     }
     profile_add(r, e->p0[s], selected);
     if (slot >= e->opts.kv_device_slots) count_h2d(r, selected);
-    r->stats.read_bytes += r->inplace ? 2.0 * (selected + r->G) * (double)r->row_bytes
-                                      : 2.0 * selected * ((double)r->row_bytes + 4.0 * r->hd) +
-                                            2.0 * r->G * 4.0 * r->hd;
+    r->stats.read_bytes += r->direct ? 2.0 * (selected + r->G) * (double)r->row_bytes
+                                     : 2.0 * selected * ((double)r->row_bytes + 4.0 * r->hd) +
+                                           2.0 * r->G * 4.0 * r->hd;
     store_new(e, layer, s);
 }
 
@@ -1010,8 +1037,8 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
             check_selection(r, layer, slot, &sel);
         }
         r->stats.select_s += ig_time_s() - t0;
-        if ((!r->inplace || r->link) && need_gather) submit_gather(e, layer);
-        if (!r->inplace || r->link) wait_gather(r, layer);
+        if ((!r->direct || r->link) && need_gather) submit_gather(e, layer);
+        if (!r->direct || r->link) wait_gather(r, layer);
     }
     if (n > 0 && r->contig && r->link) wait_gather(r, layer);
     for (int s = e->bs0; s < e->bs1; s++)

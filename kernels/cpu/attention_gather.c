@@ -7,9 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/kvquant_simd.h"
 
 #if IG_X86
 #include <immintrin.h>
@@ -27,6 +30,31 @@ static const float *row_k(const ig_gather_attn *a, int g, int64_t j) {
 static const float *row_v(const ig_gather_attn *a, int g, int64_t j) {
     if (j < a->n_sel[g]) return a->v_base[g] + (a->idx ? (int64_t)a->idx[g][j] : j) * a->row_stride;
     return a->v_extra + ((j - a->n_sel[g]) * a->n_kv_head + g) * a->hd;
+}
+
+/* Encoded rows: the widest head decoded on the stack. */
+#define GATHER_MAX_HD 1024
+
+/* Selected row j (< n_sel[g]) of KV head g, encoded. */
+static const unsigned char *row_enc(const ig_gather_attn *a, int g, int64_t j, int is_v) {
+    const unsigned char *b = is_v ? a->v_enc[g] : a->k_enc[g];
+    return b + (size_t)(a->idx ? (int64_t)a->idx[g][j] : j) * a->enc_row_bytes;
+}
+
+/* One encoded row to f32, by the codec's own decoder (kvquant.c) or the f16 widening. */
+static void decode_row(const ig_gather_attn *a, const unsigned char *p, float *out) {
+    if (a->enc == IG_ROWS_F16)
+        ig_convert(IG_DTYPE_F32, out, IG_DTYPE_F16, p, (size_t)a->hd);
+    else
+        ig_kvq_dequantize_rows(p, 1, a->hd, a->enc_bits, a->enc_group, out);
+}
+
+/* Row j of K (is_v 0) or V as f32: f32 rows and the new tokens' rows where they are, encoded rows
+ * decoded into tmp. */
+static const float *row_f32(const ig_gather_attn *a, int g, int64_t j, int is_v, float *tmp) {
+    if (a->enc == IG_ROWS_F32 || j >= a->n_sel[g]) return is_v ? row_v(a, g, j) : row_k(a, g, j);
+    decode_row(a, row_enc(a, g, j, is_v), tmp);
+    return tmp;
 }
 
 size_t ig_cpu_attention_gather_ws_floats(int n_head, int64_t max_rows, int n_threads) {
@@ -65,12 +93,78 @@ IG_TARGET_AVX512 IG_INLINE void rows_avx512(const ig_gather_attn *a, int g, cons
     for (int c = 0; c < nc; c++) _mm512_storeu_ps(oh + 16 * c, o[c]);
 }
 
+/* Row j of K or V as nc vectors, the same floats row_f32 gives: f16 widened and group-wise codes
+ * (groups of a multiple of 16 values) decoded in registers, other codes through tmp. */
+IG_TARGET_AVX512 IG_INLINE void load_row16(const ig_gather_attn *a, int g, int64_t j, int is_v,
+                                           __m512 *x, const int nc, float *tmp) {
+    if (j < a->n_sel[g] && a->enc == IG_ROWS_F16) {
+        const unsigned char *p = row_enc(a, g, j, is_v);
+        IG_UNROLL(8)
+        for (int c = 0; c < nc; c++)
+            x[c] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32 * c)));
+        return;
+    }
+    if (j < a->n_sel[g] && a->enc_group % 16 == 0) {
+        const unsigned char *p = row_enc(a, g, j, is_v);
+        const int group = a->enc_group, bits = a->enc_bits;
+        const size_t bb = (size_t)(4 + group * bits / 8);
+        __m512 mn = _mm512_setzero_ps(), sc = _mm512_setzero_ps();
+        IG_UNROLL(8)
+        for (int c = 0; c < nc; c++) {
+            int i = (16 * c) % group;
+            const unsigned char *blk = p + (size_t)(16 * c / group) * bb;
+            if (i == 0) { /* the group's header: f16 min and scale */
+                mn = _mm512_set1_ps(ig_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8)));
+                sc = _mm512_set1_ps(ig_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8)));
+            }
+            x[c] = _mm512_fmadd_ps(load_codes16(blk + 4, i, bits), sc, mn);
+        }
+        return;
+    }
+    const float *r = row_f32(a, g, j, is_v, tmp);
+    IG_UNROLL(8)
+    for (int c = 0; c < nc; c++) x[c] = _mm512_loadu_ps(r + 16 * c);
+}
+
+/* rows_avx512 over encoded selected rows (the new tokens' rows are f32): the same operations on
+ * the same floats, so the same result bit for bit. */
+IG_TARGET_AVX512 IG_INLINE void rows_avx512_enc(const ig_gather_attn *a, int g, const float *qh,
+                                                float *s, int64_t n, const ig_vec_ops *v, float *oh,
+                                                const int nc) {
+    __m512 qv[8], o[8], x[8];
+    float tmp[128];
+    IG_UNROLL(8)
+    for (int c = 0; c < nc; c++) qv[c] = _mm512_loadu_ps(qh + 16 * c);
+    for (int64_t j = 0; j < n; j++) {
+        load_row16(a, g, j, 0, x, nc, tmp);
+        __m512 acc = _mm512_mul_ps(qv[0], x[0]);
+        IG_UNROLL(8)
+        for (int c = 1; c < nc; c++) acc = _mm512_fmadd_ps(qv[c], x[c], acc);
+        s[j] = a->scale * _mm512_reduce_add_ps(acc);
+    }
+    ig_cpu_softmax_row(v, s, n);
+    IG_UNROLL(8)
+    for (int c = 0; c < nc; c++) o[c] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j++) {
+        load_row16(a, g, j, 1, x, nc, tmp);
+        __m512 p = _mm512_set1_ps(s[j]);
+        IG_UNROLL(8)
+        for (int c = 0; c < nc; c++) o[c] = _mm512_fmadd_ps(p, x[c], o[c]);
+    }
+    IG_UNROLL(8)
+    for (int c = 0; c < nc; c++) _mm512_storeu_ps(oh + 16 * c, o[c]);
+}
+
 IG_TARGET_AVX512 static int head_rows_avx512(const ig_gather_attn *a, int g, const float *qh,
                                              float *s, int64_t n, const ig_vec_ops *v, float *oh) {
-    if (a->hd == 64)
+    if (a->hd == 64 && a->enc == IG_ROWS_F32)
         rows_avx512(a, g, qh, s, n, v, oh, 4);
-    else if (a->hd == 128)
+    else if (a->hd == 128 && a->enc == IG_ROWS_F32)
         rows_avx512(a, g, qh, s, n, v, oh, 8);
+    else if (a->hd == 64)
+        rows_avx512_enc(a, g, qh, s, n, v, oh, 4);
+    else if (a->hd == 128)
+        rows_avx512_enc(a, g, qh, s, n, v, oh, 8);
     else
         return 0;
     return 1;
@@ -89,10 +183,11 @@ static void head_task(const ig_vec_ops *v, const ig_gather_attn *a, const float 
         done = head_rows_avx512(a, g, qh, s, n, v, oh);
 #endif
     if (!done) {
-        for (int64_t j = 0; j < n; j++) s[j] = a->scale * v->dot(qh, row_k(a, g, j), hd);
+        float tmp[GATHER_MAX_HD];
+        for (int64_t j = 0; j < n; j++) s[j] = a->scale * v->dot(qh, row_f32(a, g, j, 0, tmp), hd);
         ig_cpu_softmax_row(v, s, n);
         memset(oh, 0, (size_t)hd * sizeof(float));
-        for (int64_t j = 0; j < n; j++) v->axpy(oh, s[j], row_v(a, g, j), hd);
+        for (int64_t j = 0; j < n; j++) v->axpy(oh, s[j], row_f32(a, g, j, 1, tmp), hd);
     }
     if (probs) memcpy(probs + (size_t)h * (size_t)probs_stride, s, (size_t)n * sizeof(float));
 }
@@ -100,6 +195,10 @@ static void head_task(const ig_vec_ops *v, const ig_gather_attn *a, const float 
 void ig_cpu_attention_gather(const ig_gather_attn *a, const float *q, float *ws, size_t ws_floats,
                              float *probs, int64_t probs_stride, float *out) {
     const ig_vec_ops *v = ig_cpu_vec();
+    IG_ASSERT(a->enc == IG_ROWS_F32 || a->enc == IG_ROWS_F16 ||
+              (a->enc == IG_ROWS_KVQ &&
+               ig_kvq_row_bytes(a->hd, a->enc_bits, a->enc_group) == a->enc_row_bytes));
+    IG_ASSERT(a->enc == IG_ROWS_F32 || a->hd <= GATHER_MAX_HD);
     int64_t max_rows = 0;
     for (int g = 0; g < a->n_kv_head; g++)
         if (rows_of(a, g) > max_rows) max_rows = rows_of(a, g);
@@ -117,13 +216,15 @@ void ig_cpu_attention_gather(const ig_gather_attn *a, const float *q, float *ws,
 void ig_ref_attention_gather(const ig_gather_attn *a, const float *q, float *probs,
                              int64_t probs_stride, float *out) {
     int group = a->n_head / a->n_kv_head, hd = a->hd;
+    IG_ASSERT(a->enc == IG_ROWS_F32 || hd <= GATHER_MAX_HD);
+    float tmp[GATHER_MAX_HD];
     for (int h = 0; h < a->n_head; h++) {
         int g = h / group;
         int64_t n = rows_of(a, g);
         double *s = malloc((size_t)(n ? n : 1) * sizeof(double));
         double mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j < n; j++) {
-            const float *k = row_k(a, g, j);
+            const float *k = row_f32(a, g, j, 0, tmp);
             double d = 0;
             for (int i = 0; i < hd; i++) d += (double)q[h * hd + i] * (double)k[i];
             s[j] = d * a->scale;
@@ -132,7 +233,7 @@ void ig_ref_attention_gather(const ig_gather_attn *a, const float *q, float *pro
         for (int64_t j = 0; j < n; j++) sum += (s[j] = exp(s[j] - mx));
         for (int i = 0; i < hd; i++) {
             double acc = 0;
-            for (int64_t j = 0; j < n; j++) acc += s[j] / sum * (double)row_v(a, g, j)[i];
+            for (int64_t j = 0; j < n; j++) acc += s[j] / sum * (double)row_f32(a, g, j, 1, tmp)[i];
             out[h * hd + i] = (float)acc;
         }
         if (probs)
