@@ -696,7 +696,7 @@ static void test_prefill_once(void) {
         CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[i], "metrics", &m));
         CU_ASSERT_FATAL(json_object_object_get_ex(m, "repeats", &reps));
         CU_ASSERT_EQUAL_FATAL(json_object_array_length(reps), 3);
-        double pf0 = -1;
+        double pf0 = -1, steal_max = -1;
         for (int k = 0; k < 3; k++) {
             json_object *one = json_object_array_get_idx(reps, (size_t)k), *dc;
             CU_ASSERT_FATAL(json_object_object_get_ex(one, "decode_context", &dc));
@@ -712,6 +712,21 @@ static void test_prefill_once(void) {
             CU_ASSERT(pf == pf0); /* one prefill, shared by the repeats */
             CU_ASSERT(json_object_object_get_ex(one, "decode_throughput_tok_s", &v) &&
                       json_object_get_double(v) > 0);
+            /* the share of the repeat's CPU time the hypervisor gave elsewhere (/proc/stat) */
+            if (access("/proc/stat", R_OK) == 0) {
+                CU_ASSERT_FATAL(json_object_object_get_ex(one, "cpu_steal_frac", &v));
+                if (v) { /* null: the repeat was shorter than a clock tick */
+                    double sf = json_object_get_double(v);
+                    CU_ASSERT(sf >= 0 && sf <= 1);
+                    if (sf > steal_max) steal_max = sf;
+                }
+            }
+        }
+        if (access("/proc/stat", R_OK) == 0) { /* the point keeps the largest */
+            if (steal_max >= 0)
+                CU_ASSERT(json_object_object_get_ex(m, "cpu_steal_frac_max", &v) &&
+                          json_object_get_double(v) == steal_max);
+            CU_ASSERT(!json_object_object_get_ex(m, "cpu_steal_frac", &v));
         }
         CU_ASSERT(json_object_object_get_ex(rs.r[i], "machine_state", &ms) &&
                   json_object_object_get_ex(ms, "prefill", &v) &&

@@ -124,6 +124,23 @@ static json_object *machine_state(int threads) {
     return o;
 }
 
+/* The whole machine's CPU time so far from /proc/stat's first line (clock ticks): the time the
+ * hypervisor gave other guests while this one's vCPUs wanted to run (steal) and the total. A VM's
+ * speed changes with its neighbours' load, which neither the load average nor the clock shows. */
+static int cpu_ticks(unsigned long long *steal, unsigned long long *total) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return 0;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n != 8) return 0;
+    *steal = v[7];
+    *total = 0;
+    for (int i = 0; i < 8; i++) *total += v[i];
+    return 1;
+}
+
 static json_object *stats_json(const ig_stats *s) {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "n", json_object_new_int(s->n));
@@ -214,6 +231,13 @@ static void summarize(member *m, int R) {
             if (!strcmp(k_timed[t], k_headline[h]) && R > 1 && s.spread > m->pt.noise)
                 json_object_array_add(noisy, json_object_new_string(k_timed[t]));
     }
+    double steal = -1; /* the largest share of CPU time stolen from a repeat, where readable */
+    for (int r = 0; r < R; r++) {
+        double x = get_num(m->reps[r], "cpu_steal_frac");
+        if (!isnan(x) && x > steal) steal = x;
+    }
+    json_object_object_del(mx, "cpu_steal_frac"); /* the median repeat's, copied above */
+    if (steal >= 0) json_object_object_add(mx, "cpu_steal_frac_max", json_object_new_double(steal));
     json_object_object_add(mx, "noisy",
                            json_object_new_boolean(json_object_array_length(noisy) > 0));
     json_object_object_add(mx, "noisy_metrics", noisy);
@@ -395,9 +419,17 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
             json_object *mx = json_object_new_object();
             ig_run_set_repeat(r);
             int link_on = 0;
+            unsigned long long st0 = 0, tt0 = 0, st1 = 0, tt1 = 0;
+            int ticks = timed && cpu_ticks(&st0, &tt0);
             ig_status st = m->sess ? ig_run_session_decode(m->sess, mx, &m->err)
                                    : ig_run_point_timed(&m->pt, mx, &link_on, &m->err);
             m->link_on |= link_on;
+            /* the share of this repeat's CPU time stolen (null: shorter than a clock tick) */
+            if (ticks && cpu_ticks(&st1, &tt1))
+                json_object_object_add(
+                    mx, "cpu_steal_frac",
+                    tt1 > tt0 ? json_object_new_double((double)(st1 - st0) / (double)(tt1 - tt0))
+                              : NULL);
             if (st != IG_OK) {
                 m->failed = 1;
                 /* what the failing run measured stays in the record */

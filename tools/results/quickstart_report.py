@@ -9,7 +9,9 @@ other on an idle machine) and prints Markdown:
     twin's prediction with predicted / measured;
   - the stability check the issue asks for: is every point's median inside the other run's 95%
     interval (and inside its min-max), and is the policy ordering by decode throughput at each
-    prompt length the same in both runs.
+    prompt length the same in both runs;
+  - per point, the largest share of a repeat's CPU time stolen by the hypervisor (cpu_steal_frac_max),
+    which is what explains a VM's speed changing between repeats or runs.
 
 Usage: tools/results/quickstart_report.py RUN1 RUN2 [--plot PNG] > docs/results/quickstart.md
 Nothing is fitted or chosen after looking: every number is read from the records as written.
@@ -45,10 +47,17 @@ def fmt(x, p=1):
     return "-" if x is None else f"{x:.{p}f}"
 
 
+def steal(m):
+    """The largest share of a repeat's CPU time the hypervisor gave to other guests, in percent
+    ("-" for records made before igen recorded it)."""
+    x = m.get("cpu_steal_frac_max")
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
 def run_rows(meas, mod):
-    out = ["| prompt | policy | decode tok/s | 95% CI | min-max | noisy | vs full | KV rows fetched "
-           "| prefill s | ppl | modeled tok/s | pred/meas |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| prompt | policy | decode tok/s | 95% CI | min-max | noisy | max steal | vs full "
+           "| KV rows fetched | prefill s | ppl | modeled tok/s | pred/meas |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for k in sorted(meas):
         m = meas[k]["metrics"]
         st = m.get("decode_throughput_tok_s_stats", {})
@@ -59,7 +68,7 @@ def run_rows(meas, mod):
         out.append(
             f"| {k[0]} | {k[1]} | {fmt(v)} | {fmt(ci[0])}-{fmt(ci[1])} | "
             f"{fmt(st.get('min'))}-{fmt(st.get('max'))} | {'yes' if m.get('noisy') else ''} | "
-            f"{fmt(sp, 2)}x | {fmt(m.get('kv_read_fraction'), 3)} | {fmt(m.get('prefill_s'))} | "
+            f"{steal(m)} | {fmt(sp, 2)}x | {fmt(m.get('kv_read_fraction'), 3)} | {fmt(m.get('prefill_s'))} | "
             f"{fmt(m.get('ppl'), 2)} | {fmt(md)} | {fmt(md / v if md and v else None, 2)} |")
     return out
 
