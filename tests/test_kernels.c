@@ -1097,7 +1097,9 @@ static void test_attention_gather_encoded(void) {
         {9, 3, 64, IG_ROWS_F16, 0, 0},   /* f16 rows */
         {8, 8, 128, IG_ROWS_KVQ, 4, 64}, /* OPT's head size, MHA */
         {8, 8, 128, IG_ROWS_F16, 0, 0},
-        {4, 2, 48, IG_ROWS_KVQ, 4, 16}, /* head size with no register path */
+        {4, 2, 128, IG_ROWS_KVQ, 4, 32}, /* a group of 2 heads of 128 */
+        {16, 2, 64, IG_ROWS_F16, 0, 0},  /* a group of 8: too many registers, head by head */
+        {4, 2, 48, IG_ROWS_KVQ, 4, 16},  /* head size with no register path */
         {4, 2, 48, IG_ROWS_F16, 0, 0},
     };
     for (int l = 0; l < N_LEVELS; l++) {

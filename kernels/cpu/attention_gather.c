@@ -58,9 +58,8 @@ static const float *row_f32(const ig_gather_attn *a, int g, int64_t j, int is_v,
 }
 
 size_t ig_cpu_attention_gather_ws_floats(int n_head, int64_t max_rows, int n_threads) {
-    if (n_threads <= 0) n_threads = ig_cpu_get_threads();
-    int t = n_threads < n_head ? n_threads : n_head;
-    return (size_t)(t > 0 ? t : 1) * (size_t)((max_rows + 15) & ~(int64_t)15);
+    (void)n_threads; /* a slice per head: encoded rows are attended a KV group's heads at a time */
+    return (size_t)(n_head > 0 ? n_head : 1) * (size_t)((max_rows + 15) & ~(int64_t)15);
 }
 
 #if IG_X86
@@ -155,6 +154,72 @@ IG_TARGET_AVX512 IG_INLINE void rows_avx512_enc(const ig_gather_attn *a, int g, 
     for (int c = 0; c < nc; c++) _mm512_storeu_ps(oh + 16 * c, o[c]);
 }
 
+/* rows_avx512_enc for the nh heads of KV group g at once (nh * nc <= 16): each row is decoded
+ * once for the group instead of once per head; every head's operations are rows_avx512_enc's, in
+ * the same order, so each head's result is the same bit for bit. s[b], oh[b]: head b's scores and
+ * output. */
+IG_TARGET_AVX512 IG_INLINE void group_avx512_enc(const ig_gather_attn *a, int g,
+                                                 const float *const *qh, float *const *s, int nh,
+                                                 int64_t n, const ig_vec_ops *v, float *const *oh,
+                                                 const int nc) {
+    __m512 qv[16], o[16], x[8];
+    float tmp[128];
+    for (int b = 0; b < nh; b++)
+        for (int c = 0; c < nc; c++) qv[b * nc + c] = _mm512_loadu_ps(qh[b] + 16 * c);
+    for (int64_t j = 0; j < n; j++) {
+        load_row16(a, g, j, 0, x, nc, tmp);
+        for (int b = 0; b < nh; b++) {
+            __m512 acc = _mm512_mul_ps(qv[b * nc], x[0]);
+            IG_UNROLL(8)
+            for (int c = 1; c < nc; c++) acc = _mm512_fmadd_ps(qv[b * nc + c], x[c], acc);
+            s[b][j] = a->scale * _mm512_reduce_add_ps(acc);
+        }
+    }
+    for (int b = 0; b < nh; b++) ig_cpu_softmax_row(v, s[b], n);
+    for (int k = 0; k < nh * nc; k++) o[k] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j++) {
+        load_row16(a, g, j, 1, x, nc, tmp);
+        for (int b = 0; b < nh; b++) {
+            __m512 p = _mm512_set1_ps(s[b][j]);
+            IG_UNROLL(8)
+            for (int c = 0; c < nc; c++) o[b * nc + c] = _mm512_fmadd_ps(p, x[c], o[b * nc + c]);
+        }
+    }
+    for (int b = 0; b < nh; b++)
+        for (int c = 0; c < nc; c++) _mm512_storeu_ps(oh[b] + 16 * c, o[b * nc + c]);
+}
+
+/* The heads of KV group g over encoded rows, one decode per row for all of them; 0 when this
+ * shape has no such path. ws: a slice of `slice` floats per head of the group. */
+IG_TARGET_AVX512 static int group_rows_avx512(const ig_gather_attn *a, int g, const float *q,
+                                              float *ws, size_t slice, const ig_vec_ops *v,
+                                              float *probs, int64_t probs_stride, float *out) {
+    int group = a->n_head / a->n_kv_head, hd = a->hd, nc = hd / 16;
+    if (a->enc == IG_ROWS_F32 || (hd != 64 && hd != 128) || group * nc > 16) return 0;
+    const float *qh[16];
+    float *s[16], *oh[16];
+    for (int b = 0; b < group; b++) {
+        int h = g * group + b;
+        qh[b] = q + (size_t)h * (size_t)hd;
+        oh[b] = out + (size_t)h * (size_t)hd;
+        s[b] = ws + (size_t)b * slice;
+    }
+    int64_t n = rows_of(a, g);
+    if (n > 0) {
+        if (nc == 4)
+            group_avx512_enc(a, g, qh, s, group, n, v, oh, 4);
+        else
+            group_avx512_enc(a, g, qh, s, group, n, v, oh, 8);
+    } else {
+        for (int b = 0; b < group; b++) memset(oh[b], 0, (size_t)hd * sizeof(float));
+    }
+    if (probs)
+        for (int b = 0; b < group; b++)
+            memcpy(probs + (size_t)(g * group + b) * (size_t)probs_stride, s[b],
+                   (size_t)n * sizeof(float));
+    return 1;
+}
+
 IG_TARGET_AVX512 static int head_rows_avx512(const ig_gather_attn *a, int g, const float *qh,
                                              float *s, int64_t n, const ig_vec_ops *v, float *oh) {
     if (a->hd == 64 && a->enc == IG_ROWS_F32)
@@ -206,6 +271,23 @@ void ig_cpu_attention_gather(const ig_gather_attn *a, const float *q, float *ws,
     int fit = (int)(ws_floats / (slice ? slice : 1));
     IG_ASSERT(fit >= 1);
     int threads = ig_cpu_threads_for((int64_t)a->n_head * max_rows * a->hd, 16384);
+#if IG_X86
+    /* encoded rows with grouped heads: a task per KV group, each row decoded once for its heads */
+    int group = a->n_head / a->n_kv_head;
+    if (a->enc != IG_ROWS_F32 && group > 1 && ig_cpu_simd_level() == IG_SIMD_AVX512) {
+        int gt = threads < a->n_kv_head ? threads : a->n_kv_head;
+        if (gt * group > fit) gt = fit / group;
+        if (gt >= 1) {
+            int done = 1;
+#pragma omp parallel for num_threads(gt) schedule(static) reduction(& : done)
+            for (int g = 0; g < a->n_kv_head; g++)
+                done &=
+                    group_rows_avx512(a, g, q, ws + (size_t)omp_get_thread_num() * group * slice,
+                                      slice, v, probs, probs_stride, out);
+            if (done) return;
+        }
+    }
+#endif
     if (threads > fit) threads = fit;
     if (threads > a->n_head) threads = a->n_head;
 #pragma omp parallel for num_threads(threads) schedule(static)
