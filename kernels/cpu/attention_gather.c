@@ -103,7 +103,7 @@ IG_TARGET_AVX512 IG_INLINE void load_row16(const ig_gather_attn *a, int g, int64
             x[c] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32 * c)));
         return;
     }
-    if (j < a->n_sel[g] && a->enc_group % 16 == 0) {
+    if (j < a->n_sel[g] && a->enc == IG_ROWS_KVQ && a->enc_group % 16 == 0) {
         const unsigned char *p = row_enc(a, g, j, is_v);
         const int group = a->enc_group, bits = a->enc_bits;
         const size_t bb = (size_t)(4 + group * bits / 8);
@@ -125,39 +125,10 @@ IG_TARGET_AVX512 IG_INLINE void load_row16(const ig_gather_attn *a, int g, int64
     for (int c = 0; c < nc; c++) x[c] = _mm512_loadu_ps(r + 16 * c);
 }
 
-/* rows_avx512 over encoded selected rows (the new tokens' rows are f32): the same operations on
- * the same floats, so the same result bit for bit. */
-IG_TARGET_AVX512 IG_INLINE void rows_avx512_enc(const ig_gather_attn *a, int g, const float *qh,
-                                                float *s, int64_t n, const ig_vec_ops *v, float *oh,
-                                                const int nc) {
-    __m512 qv[8], o[8], x[8];
-    float tmp[128];
-    IG_UNROLL(8)
-    for (int c = 0; c < nc; c++) qv[c] = _mm512_loadu_ps(qh + 16 * c);
-    for (int64_t j = 0; j < n; j++) {
-        load_row16(a, g, j, 0, x, nc, tmp);
-        __m512 acc = _mm512_mul_ps(qv[0], x[0]);
-        IG_UNROLL(8)
-        for (int c = 1; c < nc; c++) acc = _mm512_fmadd_ps(qv[c], x[c], acc);
-        s[j] = a->scale * _mm512_reduce_add_ps(acc);
-    }
-    ig_cpu_softmax_row(v, s, n);
-    IG_UNROLL(8)
-    for (int c = 0; c < nc; c++) o[c] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n; j++) {
-        load_row16(a, g, j, 1, x, nc, tmp);
-        __m512 p = _mm512_set1_ps(s[j]);
-        IG_UNROLL(8)
-        for (int c = 0; c < nc; c++) o[c] = _mm512_fmadd_ps(p, x[c], o[c]);
-    }
-    IG_UNROLL(8)
-    for (int c = 0; c < nc; c++) _mm512_storeu_ps(oh + 16 * c, o[c]);
-}
-
-/* rows_avx512_enc for the nh heads of KV group g at once (nh * nc <= 16): each row is decoded
- * once for the group instead of once per head; every head's operations are rows_avx512_enc's, in
- * the same order, so each head's result is the same bit for bit. s[b], oh[b]: head b's scores and
- * output. */
+/* rows_avx512 over encoded selected rows (the new tokens' rows are f32), for nh heads of KV group g
+ * at once (nh * nc <= 16): each row is decoded once for those heads, and each head's operations are
+ * rows_avx512's on the same floats, in the same order, so each head's result is the same bit for
+ * bit as over the decoded rows. s[b], oh[b]: head b's scores and output. */
 IG_TARGET_AVX512 IG_INLINE void group_avx512_enc(const ig_gather_attn *a, int g,
                                                  const float *const *qh, float *const *s, int nh,
                                                  int64_t n, const ig_vec_ops *v, float *const *oh,
@@ -227,9 +198,9 @@ IG_TARGET_AVX512 static int head_rows_avx512(const ig_gather_attn *a, int g, con
     else if (a->hd == 128 && a->enc == IG_ROWS_F32)
         rows_avx512(a, g, qh, s, n, v, oh, 8);
     else if (a->hd == 64)
-        rows_avx512_enc(a, g, qh, s, n, v, oh, 4);
+        group_avx512_enc(a, g, &qh, &s, 1, n, v, &oh, 4);
     else if (a->hd == 128)
-        rows_avx512_enc(a, g, qh, s, n, v, oh, 8);
+        group_avx512_enc(a, g, &qh, &s, 1, n, v, &oh, 8);
     else
         return 0;
     return 1;
