@@ -44,16 +44,6 @@ static ig_status int4_init(void *st, const ig_policy_env *env, const ig_policy_p
     return IG_OK;
 }
 
-static void int4_fini(void *st) {
-    (void)st;
-}
-
-static int64_t int4_capacity(const void *st, int layer, int64_t n_tokens) {
-    (void)st;
-    (void)layer;
-    return n_tokens;
-}
-
 static ig_status int4_cost_terms(const ig_policy_params *p, const ig_model_config *cfg,
                                  ig_policy_cost_terms *t, ig_error *err) {
     IG_TRY(int4_codec(p, cfg->head_dim, &t->codec, err));
@@ -69,8 +59,8 @@ const ig_policy_ops ig_policy_int4 = {
     /* .n_params = */ (int)(sizeof int4_params / sizeof int4_params[0]),
     /* .state_size = */ sizeof(int4_state),
     /* .init = */ int4_init,
-    /* .fini = */ int4_fini,
-    /* .capacity = */ int4_capacity,
+    /* .fini = */ NULL,
+    /* .capacity = */ NULL, /* every token */
     /* .reset_slot = */ NULL,
     /* .on_prefill = */ NULL,
     /* .on_append = */ NULL,

@@ -145,7 +145,10 @@ typedef struct ig_policy_ops {
     int n_params;
     size_t state_size;
 
-    /* Required. */
+    /* The three lifetime hooks may be NULL, meaning the trivial one (see ig_policy_ops_resolve):
+     * init sets nothing but caps->dense, which is 1 when the table has neither select nor
+     * select_ahead; fini does nothing; capacity keeps every token. A policy with an evict hook
+     * must give capacity. */
     ig_status (*init)(void *st, const ig_policy_env *env, const ig_policy_params *p,
                       ig_policy_caps *caps, ig_error *err);
     void (*fini)(void *st);
@@ -187,9 +190,13 @@ typedef struct ig_policy_ops {
                             ig_policy_cost_terms *t, ig_error *err);
 } ig_policy_ops;
 
-/* IG_OK if the table can be used: a version from 1 to IG_POLICY_API_VERSION, a name and the
- * required hooks; otherwise a message naming the policy and what is wrong. */
+/* IG_OK if the table can be used: a version from 1 to IG_POLICY_API_VERSION, a name, and capacity
+ * wherever evict is given; otherwise a message naming the policy and what is wrong. */
 ig_status ig_policy_ops_check(const ig_policy_ops *ops, ig_error *err);
+/* The table the core calls: checks ops, copies it to *out with every hook newer than its version
+ * cleared (never read), and fills the NULL lifetime hooks with the trivial ones, so that init,
+ * fini and capacity of *out are never NULL. */
+ig_status ig_policy_ops_resolve(const ig_policy_ops *ops, ig_policy_ops *out, ig_error *err);
 /* The policy's cost terms: the defaults (keep 1, fetch 1, partial 0, the run's row format), then
  * the policy's cost_terms hook where its version has one. */
 ig_status ig_policy_get_cost_terms(const ig_policy_ops *ops, const ig_policy_params *p,
@@ -199,8 +206,12 @@ ig_status ig_policy_get_cost_terms(const ig_policy_ops *ops, const ig_policy_par
 /* ---- registry ---- */
 
 const ig_policy_ops *ig_policy_find(const char *name);
-/* All registered policies, NULL-terminated. */
+/* All registered policies, NULL-terminated: the built-in ones, then those added at run time. */
 const ig_policy_ops *const *ig_policy_list(void);
+/* Adds a policy for the rest of the process (one written outside policies/, or a test's): the
+ * table must pass ig_policy_ops_check and its name must be new; up to 16 such tables. Call before
+ * any run starts (the registry is not locked). */
+ig_status ig_policy_register(const ig_policy_ops *ops, ig_error *err);
 
 /* Parses "key=value" settings against a policy's table (defaults for the rest). Unknown keys and
  * out-of-range or malformed values fail with a message listing the valid parameters. */

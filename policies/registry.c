@@ -14,13 +14,33 @@ extern const ig_policy_ops ig_policy_streaming;
 extern const ig_policy_ops ig_policy_quest;
 extern const ig_policy_ops ig_policy_infinigen;
 
-static const ig_policy_ops *const g_policies[] = {
+#define N_BUILTIN 6
+#define MAX_EXTRA 16
+
+/* The built-in tables, then the ones registered at run time, then NULL. */
+static const ig_policy_ops *g_policies[N_BUILTIN + MAX_EXTRA + 1] = {
     &ig_policy_full,      &ig_policy_infinigen, &ig_policy_h2o, &ig_policy_int4,
     &ig_policy_streaming, &ig_policy_quest,     NULL,
 };
 
 const ig_policy_ops *const *ig_policy_list(void) {
     return g_policies;
+}
+
+ig_status ig_policy_register(const ig_policy_ops *ops, ig_error *err) {
+    IG_TRY(ig_policy_ops_check(ops, err));
+    int n = 0;
+    while (g_policies[n]) n++;
+    if (ig_policy_find(ops->name))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy %s: a policy of that name is already registered", ops->name);
+    if (n >= N_BUILTIN + MAX_EXTRA)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "policy %s: the registry is full (%d policies registered at run time)",
+                            ops->name, MAX_EXTRA);
+    g_policies[n] = ops;
+    g_policies[n + 1] = NULL;
+    return IG_OK;
 }
 
 const ig_policy_ops *ig_policy_find(const char *name) {
@@ -36,10 +56,52 @@ ig_status ig_policy_ops_check(const ig_policy_ops *ops, ig_error *err) {
         return ig_error_set(err, IG_ERR_INVALID_ARG,
                             "policy %s: interface version %d (this build accepts 1 to %d)",
                             ops->name, ops->version, IG_POLICY_API_VERSION);
-    if (!ops->init || !ops->fini || !ops->capacity)
+    if (ops->evict && !ops->capacity)
         return ig_error_set(err, IG_ERR_INVALID_ARG,
-                            "policy %s: a required hook (init, fini, capacity) is missing",
+                            "policy %s: an evict hook without the capacity hook that bounds it",
                             ops->name);
+    return IG_OK;
+}
+
+/* The trivial lifetime hooks that a NULL in a table stands for. */
+static ig_status default_init_dense(void *st, const ig_policy_env *env, const ig_policy_params *p,
+                                    ig_policy_caps *caps, ig_error *err) {
+    (void)st;
+    (void)env;
+    (void)p;
+    (void)err;
+    caps->dense = 1;
+    return IG_OK;
+}
+
+static ig_status default_init(void *st, const ig_policy_env *env, const ig_policy_params *p,
+                              ig_policy_caps *caps, ig_error *err) {
+    (void)st;
+    (void)env;
+    (void)p;
+    (void)caps;
+    (void)err;
+    return IG_OK;
+}
+
+static void default_fini(void *st) {
+    (void)st;
+}
+
+static int64_t default_capacity(const void *st, int layer, int64_t n_tokens) {
+    (void)st;
+    (void)layer;
+    return n_tokens;
+}
+
+ig_status ig_policy_ops_resolve(const ig_policy_ops *ops, ig_policy_ops *out, ig_error *err) {
+    IG_TRY(ig_policy_ops_check(ops, err));
+    *out = *ops;
+    if (out->version < 2) out->cost_terms = NULL;
+    if (!out->init)
+        out->init = out->select || out->select_ahead ? default_init : default_init_dense;
+    if (!out->fini) out->fini = default_fini;
+    if (!out->capacity) out->capacity = default_capacity;
     return IG_OK;
 }
 
@@ -49,9 +111,9 @@ ig_status ig_policy_get_cost_terms(const ig_policy_ops *ops, const ig_policy_par
     memset(t, 0, sizeof *t);
     t->keep = 1;
     t->fetch = 1;
-    IG_TRY(ig_policy_ops_check(ops, err));
-    if (ops->version >= 2 && ops->cost_terms) return ops->cost_terms(p, cfg, t, err);
-    return IG_OK;
+    ig_policy_ops r;
+    IG_TRY(ig_policy_ops_resolve(ops, &r, err));
+    return r.cost_terms ? r.cost_terms(p, cfg, t, err) : IG_OK;
 }
 
 typedef struct param_value {

@@ -13,6 +13,7 @@
 #include "core/model/model.h"
 #include "policies/policy.h"
 #include "tests/test_util.h"
+#include "tests/toy_policy.h"
 
 #define N_SEQ      3
 #define MAX_LAYERS 8
@@ -33,6 +34,7 @@ static const struct {
     {"quest", {"token_budget=100000", "dense_layers=0"}, 2, 0},
     {"infinigen", {"max_fetch=1", "alpha=1000", "dense_layers=0"}, 3, 0},
     {"int4", {"bits=8"}, 1, 1},
+    {"toy-random", {"fraction=1"}, 1, 0}, /* tests/toy_policy.c, registered by suite_init */
 };
 
 /* ---- the checking proxy ---- */
@@ -50,9 +52,13 @@ static void violation(const char *what) {
     if (!g_violations++) g_first_violation = what;
 }
 
+static int64_t g_sel_entries, g_sel_resident; /* summed over every checked selection */
+
 static void check_sel(const ig_entries_view *ev, const ig_selection *sel, int n_heads) {
     for (int g = 0; g < n_heads; g++) {
         const ig_entries_view *v = &ev[g];
+        g_sel_entries += sel->n[g];
+        g_sel_resident += v->n_used;
         if (sel->n[g] < 0 || sel->n[g] > v->n_used) violation("selection larger than resident");
         const int32_t *e = sel->entries + (size_t)g * (size_t)sel->max_per_head;
         for (int64_t j = 0; j < sel->n[g]; j++) {
@@ -124,7 +130,11 @@ static void px_reset_slot(void *st, int slot) {
 }
 
 static const ig_policy_ops *make_proxy(const ig_policy_ops *real) {
-    g_real = real;
+    /* the proxy calls the real hooks as the core would: through the resolved table */
+    static ig_policy_ops resolved;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_policy_ops_resolve(real, &resolved, &err), IG_OK);
+    g_real = &resolved;
     g_proxy = *real;
     g_proxy.select_ahead = real->select_ahead ? px_select_ahead : NULL;
     g_proxy.select = real->select ? px_select : NULL;
@@ -248,6 +258,13 @@ static workload g_work[2];
 static const char *g_fixtures[2] = {"tiny_llama", "tiny_opt"};
 
 static int suite_init(void) {
+    /* A policy written outside policies/ joins every test below that walks the registry. */
+    ig_error rerr;
+    if (!ig_policy_find(ig_toy_random_policy.name) &&
+        ig_policy_register(&ig_toy_random_policy, &rerr) != IG_OK) {
+        fprintf(stderr, "%s\n", rerr.msg);
+        return 1;
+    }
     for (int i = 0; i < 2; i++) {
         ig_model_load_opts o = {IG_DTYPE_F32, 1, 0};
         ig_error err;
@@ -467,6 +484,7 @@ static ig_status fake_cost_terms(const ig_policy_params *p, const ig_model_confi
  * init chooses. */
 static void test_versions_and_cost_terms(void) {
     ig_error err;
+    ig_policy_ops r;
     ig_policy_ops t = *ig_policy_find("int4");
     CU_ASSERT_EQUAL(ig_policy_ops_check(&t, &err), IG_OK);
     t.version = 0;
@@ -476,9 +494,14 @@ static void test_versions_and_cost_terms(void) {
     CU_ASSERT_EQUAL(ig_policy_ops_check(&t, &err), IG_ERR_INVALID_ARG);
     t.version = 1;
     CU_ASSERT_EQUAL(ig_policy_ops_check(&t, &err), IG_OK);
-    t.capacity = NULL;
+    t.capacity = NULL; /* int4 has no evict hook: the trivial capacity is right for it */
+    CU_ASSERT_EQUAL(ig_policy_ops_check(&t, &err), IG_OK);
+    t = *ig_policy_find("h2o");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t.evict);
+    t.capacity = NULL; /* evicting without a bound makes no sense */
     CU_ASSERT_EQUAL(ig_policy_ops_check(&t, &err), IG_ERR_INVALID_ARG);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "required hook"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "policy h2o: an evict hook without the capacity"));
+    CU_ASSERT_EQUAL(ig_policy_ops_resolve(&t, &r, &err), IG_ERR_INVALID_ARG);
 
     ig_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -496,6 +519,33 @@ static void test_versions_and_cost_terms(void) {
     CU_ASSERT(ct.fetch == 0.5 && ct.keep == 1);
     ig_policy_params_free(p);
 
+    /* resolve: a hook newer than the table's version is cleared; the NULL lifetime hooks become
+     * the trivial ones (dense init only without selection hooks, no-op fini, every token). */
+    t = *ig_policy_find("full");
+    CU_ASSERT(!t.init && !t.fini && !t.capacity); /* full relies on the defaults */
+    t.cost_terms = fake_cost_terms;
+    t.version = 1;
+    CU_ASSERT_EQUAL_FATAL(ig_policy_ops_resolve(&t, &r, &err), IG_OK);
+    CU_ASSERT_PTR_NULL(r.cost_terms);
+    CU_ASSERT(r.init && r.fini && r.capacity);
+    ig_policy_caps caps0;
+    memset(&caps0, 0, sizeof caps0);
+    CU_ASSERT_EQUAL(r.init(NULL, NULL, NULL, &caps0, &err), IG_OK);
+    CU_ASSERT_EQUAL(caps0.dense, 1);
+    CU_ASSERT_EQUAL(r.capacity(NULL, 3, 777), 777);
+    r.fini(NULL);
+    t.version = 2;
+    CU_ASSERT_EQUAL_FATAL(ig_policy_ops_resolve(&t, &r, &err), IG_OK);
+    CU_ASSERT(r.cost_terms == fake_cost_terms);
+    t.select = ig_policy_find("quest")->select; /* a selecting table's default init is not dense */
+    CU_ASSERT_EQUAL_FATAL(ig_policy_ops_resolve(&t, &r, &err), IG_OK);
+    memset(&caps0, 0, sizeof caps0);
+    CU_ASSERT_EQUAL(r.init(NULL, NULL, NULL, &caps0, &err), IG_OK);
+    CU_ASSERT_EQUAL(caps0.dense, 0);
+    t = *ig_policy_find("quest"); /* a table's own hooks are kept */
+    CU_ASSERT_EQUAL_FATAL(ig_policy_ops_resolve(&t, &r, &err), IG_OK);
+    CU_ASSERT(r.init == t.init && r.fini == t.fini && r.capacity == t.capacity);
+
     const ig_policy_ops *i4 = ig_policy_find("int4");
     const char *sets[][1] = {{"bits=2"}, {"bits=4"}, {"bits=8"}};
     for (int k = 0; k < 3; k++) {
@@ -509,10 +559,58 @@ static void test_versions_and_cost_terms(void) {
         CU_ASSERT(ct.codec_set && ct.codec.kind == caps.codec.kind &&
                   ct.codec.bits == caps.codec.bits && ct.codec.group == caps.codec.group);
         CU_ASSERT_EQUAL(ct.codec.group, 32); /* a head smaller than the default group of 64 */
-        i4->fini(st);
+        CU_ASSERT_EQUAL(ig_policy_ops_resolve(i4, &r, &err), IG_OK);
+        r.fini(st);
         free(st);
         ig_policy_params_free(p);
     }
+}
+
+/* The toy policy of tests/toy_policy.c, added by one ig_policy_register line in suite_init: it is
+ * found by name and listed, a second table of its name or an unusable table is refused, and it
+ * runs through the engine reading about its fraction of the resident entries, which moves the
+ * logits away from the dense run's (the conformance and 100%-budget tests above cover it too). */
+static void test_toy_policy(void) {
+    const ig_policy_ops *toy = ig_policy_find("toy-random");
+    CU_ASSERT_PTR_EQUAL_FATAL(toy, &ig_toy_random_policy);
+    int listed = 0;
+    for (const ig_policy_ops *const *l = ig_policy_list(); *l; l++) listed += *l == toy;
+    CU_ASSERT_EQUAL(listed, 1);
+    ig_error err;
+    CU_ASSERT_EQUAL(ig_policy_register(&ig_toy_random_policy, &err), IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "toy-random: a policy of that name"));
+    ig_policy_ops bad = *ig_policy_find("h2o");
+    bad.name = "h2o-without-capacity";
+    bad.capacity = NULL;
+    CU_ASSERT_EQUAL(ig_policy_register(&bad, &err), IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NULL(ig_policy_find("h2o-without-capacity"));
+
+    const char *half[] = {"fraction=0.5"};
+    for (int mi = 0; mi < 2; mi++) {
+        const ig_model *m = g_models[mi];
+        g_n_kv_head = ig_model_get_config(m)->n_kv_head;
+        ig_policy_params *p = params_of(toy, half, 1);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        size_t n0 = 0, n1 = 0;
+        float *dense = run(m, &g_work[mi], NULL, NULL, IG_KV_ACCESS_AUTO, &n0, NULL);
+        g_violations = 0;
+        g_sel_entries = g_sel_resident = 0;
+        float *got = run(m, &g_work[mi], make_proxy(toy), p, IG_KV_ACCESS_AUTO, &n1, NULL);
+        CU_ASSERT_FATAL(dense && got && n0 == n1);
+        double share = g_sel_resident ? (double)g_sel_entries / (double)g_sel_resident : 0;
+        double d = max_diff(dense, got, n0);
+        printf("\n    toy-random %-10s fraction=0.5: read %.3f of %lld resident entries, max "
+               "|logit - dense| %.3g",
+               g_fixtures[mi], share, (long long)g_sel_resident, d);
+        CU_ASSERT_EQUAL(g_violations, 0);
+        CU_ASSERT(g_sel_resident > 1000);
+        CU_ASSERT(share > 0.4 && share < 0.6);
+        CU_ASSERT(d > 1e-3);
+        free(dense);
+        free(got);
+        ig_policy_params_free(p);
+    }
+    printf("\n    ");
 }
 
 void ig_test_register(void) {
@@ -522,4 +620,5 @@ void ig_test_register(void) {
     CU_add_test(s, "dense_layers_access", test_dense_layers_access);
     CU_add_test(s, "params_rejected", test_params_rejected);
     CU_add_test(s, "versions_and_cost_terms", test_versions_and_cost_terms);
+    CU_add_test(s, "toy_policy", test_toy_policy);
 }

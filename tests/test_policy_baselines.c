@@ -43,7 +43,8 @@ static ig_policy_params *params_of(const char *policy, const char *const *sets, 
 /* A policy instance over a hand-made model shape (one slot), with a real home-tier entry table
  * that reuses released entries as the engine's does. */
 typedef struct rig {
-    const ig_policy_ops *ops;
+    const ig_policy_ops *ops; /* = &res */
+    ig_policy_ops res;        /* the table resolved as the core resolves it */
     void *st;
     ig_model_config cfg;
     ig_policy_caps caps;
@@ -55,7 +56,9 @@ typedef struct rig {
 static int rig_open(rig *r, const char *policy, const char *const *sets, int n_sets, int n_layer,
                     int n_head, int n_kv_head, int hd, int max_ctx) {
     memset(r, 0, sizeof *r);
-    r->ops = ig_policy_find(policy);
+    ig_error rerr;
+    if (ig_policy_ops_resolve(ig_policy_find(policy), &r->res, &rerr) != IG_OK) return -1;
+    r->ops = &r->res;
     if (!r->ops) return -1;
     r->cfg.arch = IG_ARCH_LLAMA;
     r->cfg.n_layer = n_layer;
@@ -67,7 +70,7 @@ static int rig_open(rig *r, const char *policy, const char *const *sets, int n_s
     ig_policy_env env = {NULL, &r->cfg, 1, max_ctx, IG_DTYPE_F32};
     ig_policy_params *p = params_of(policy, sets, n_sets);
     if (!p) return -1;
-    r->st = calloc(1, r->ops->state_size);
+    r->st = calloc(1, r->ops->state_size ? r->ops->state_size : 1);
     ig_error err;
     r->caps.codec.kind = IG_KV_CODEC_F32;
     ig_status rc = r->ops->init(r->st, &env, p, &r->caps, &err);
@@ -708,7 +711,10 @@ static void px_quest_select(void *st, int layer, int n, const int *slots, const 
 }
 
 static const ig_policy_ops *make_proxy(const char *name) {
-    g_real = ig_policy_find(name);
+    static ig_policy_ops resolved;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_policy_ops_resolve(ig_policy_find(name), &resolved, &err), IG_OK);
+    g_real = &resolved;
     g_proxy = *g_real;
     g_proxy.on_append = px_on_append;
     g_proxy.on_evict = px_on_evict;

@@ -2,10 +2,12 @@
 # The README's two commands on a really fresh Debian machine: builds a minimal Debian root with
 # debootstrap (--variant=minbase, nothing but what apt needs), puts a clean clone of this
 # repository's HEAD and ../shared into it, and runs there, as a new user would, the main job
-# (tools/quickstart.sh) and the test command (tools/test.sh, Release build). A package that
-# tools/setup.sh forgets to install fails here even when this machine happens to have it.
+# (tools/quickstart.sh) and the test command (tools/test.sh: both builds, or with --tests fast the
+# Release build only). A package that tools/setup.sh forgets to install fails here even when this
+# machine happens to have it.
 #
 #   tools/fresh_check.sh [--suite bookworm] [--mirror URL] [--root DIR] [--keep] [--log FILE]
+#                        [--tests full|fast]
 #
 # Needs root (debootstrap, chroot, bind mounts). Inside the root it gives only what any new user's
 # machine has beyond Debian: the CUDA toolkit of this machine (bind-mounted read-only at its real
@@ -18,6 +20,8 @@
 #                is left in place, and an existing root there is reused (no debootstrap)
 #   --keep       keep the root after the run (for looking inside)
 #   --log FILE   also write the whole log to FILE
+#   --tests T    full: the README's test command as it is, tools/test.sh (Release and ASan + UBSan
+#                builds; what CI runs); fast (default): tools/test.sh --fast (Release build only)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 suite=bookworm
@@ -25,6 +29,7 @@ mirror=""
 root=""
 keep=0
 log=""
+tests=fast
 while [ $# -gt 0 ]; do
   case "$1" in
     --suite) suite=$2; shift 2 ;;
@@ -32,13 +37,19 @@ while [ $# -gt 0 ]; do
     --root) root=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --log) log=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --tests) tests=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "fresh_check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 if [ -n "$log" ]; then
   exec > >(tee "$log") 2>&1
 fi
+case "$tests" in
+  full) test_cmd="tools/test.sh" ;;
+  fast) test_cmd="tools/test.sh --fast" ;;
+  *) echo "fresh_check.sh: --tests full or fast, not '$tests'" >&2; exit 2 ;;
+esac
 if [ "$(id -u)" != 0 ]; then
   echo "fresh_check.sh: needs root (debootstrap, chroot and bind mounts)" >&2
   exit 2
@@ -168,6 +179,6 @@ stamp "clone of $(git -C "$repo" rev-parse --short HEAD) in the root: $(in_root 
 # CI's time.
 stamp "main job: tools/quickstart.sh (IGEN_QUICKSTART_SMOKE=1)"
 in_root 'cd /work/igen && IGEN_QUICKSTART_SMOKE=1 tools/quickstart.sh'
-stamp "test command: tools/test.sh --fast (Release build; the sanitizer build runs outside)"
-in_root 'cd /work/igen && tools/test.sh --fast'
+stamp "test command: $test_cmd"
+in_root "cd /work/igen && $test_cmd"
 stamp "fresh Debian $suite: main job and tests passed"

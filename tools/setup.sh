@@ -43,10 +43,16 @@ if [ "$do_apt" = 1 ]; then
       printf '#!/bin/sh\nexit 101\n' | $sudo_cmd tee /usr/sbin/policy-rc.d >/dev/null &&
         $sudo_cmd chmod 755 /usr/sbin/policy-rc.d && prc=/usr/sbin/policy-rc.d
     fi
-    { $sudo_cmd apt-get update -qq &&
+    slurm_log=$(mktemp /tmp/igen-setup-slurm.XXXXXX)
+    if { $sudo_cmd apt-get update -qq &&
       DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends \
-        slurmctld slurmd slurm-client >/dev/null; } ||
-      echo "setup: Slurm packages not installed; the Slurm test will be skipped" >&2
+        slurmctld slurmd slurm-client; } >"$slurm_log" 2>&1; then
+      rm -f "$slurm_log"
+    else
+      tail -n 8 "$slurm_log" >&2
+      echo "setup: Slurm packages not installed (apt's log above and in $slurm_log); the Slurm" \
+        "test will be skipped" >&2
+    fi
     [ -z "$prc" ] || $sudo_cmd rm -f "$prc"
   fi
 fi

@@ -24,26 +24,6 @@ typedef struct observer_state {
     calib_ctx *ctx;
 } observer_state;
 
-static ig_status obs_init(void *st, const ig_policy_env *env, const ig_policy_params *p,
-                          ig_policy_caps *caps, ig_error *err) {
-    (void)st;
-    (void)env;
-    (void)p;
-    (void)err;
-    caps->dense = 1; /* plain causal attention over every token: what the model computes */
-    return IG_OK;
-}
-
-static void obs_fini(void *st) {
-    (void)st;
-}
-
-static int64_t obs_capacity(const void *st, int layer, int64_t n_tokens) {
-    (void)st;
-    (void)layer;
-    return n_tokens;
-}
-
 static void obs_on_prefill(void *st, int layer, int slot, const ig_prefill_view *v) {
     calib_ctx *c = ((observer_state *)st)->ctx;
     (void)slot;
@@ -78,9 +58,9 @@ static const ig_policy_ops g_observer = {
     /* .params = */ NULL,
     /* .n_params = */ 0,
     /* .state_size = */ sizeof(observer_state),
-    /* .init = */ obs_init,
-    /* .fini = */ obs_fini,
-    /* .capacity = */ obs_capacity,
+    /* .init = */ NULL, /* dense: plain causal attention over every token */
+    /* .fini = */ NULL,
+    /* .capacity = */ NULL,
     /* .reset_slot = */ NULL,
     /* .on_prefill = */ obs_on_prefill,
     /* .on_append = */ NULL,

@@ -38,7 +38,8 @@ typedef struct store_job {
 
 struct ig_kv_run {
     ig_engine *e;
-    const ig_policy_ops *ops;
+    const ig_policy_ops *ops;  /* = &ops_res */
+    ig_policy_ops ops_res;     /* the policy's table resolved: no NULL lifetime hooks */
     const ig_link_model *link; /* on: gathers and decode stores of host slots are throttled */
     void *st;
     ig_policy_caps caps;
@@ -114,8 +115,8 @@ static float dotf(const float *a, const float *b, int n) {
 ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     const ig_engine_opts *o = &e->opts;
     const ig_model_config *c = &e->cfg;
-    const ig_policy_ops *ops = o->policy;
-    IG_TRY(ig_policy_ops_check(ops, err));
+    ig_policy_ops resolved;
+    IG_TRY(ig_policy_ops_resolve(o->policy, &resolved, err));
     if (o->kv_dtype != IG_DTYPE_F32 && o->kv_dtype != IG_DTYPE_F16)
         return ig_error_set(err, IG_ERR_INVALID_ARG, "KV dtype %s is not supported (f32 or f16)",
                             ig_dtype_name(o->kv_dtype));
@@ -123,7 +124,9 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     if (!r) return IG_ERR_NOMEM;
     e->kv = r;
     r->e = e;
-    r->ops = ops;
+    r->ops_res = resolved;
+    r->ops = &r->ops_res;
+    const ig_policy_ops *ops = r->ops;
     r->L = c->n_layer;
     r->C = o->max_ctx;
     r->S = o->max_seqs;
