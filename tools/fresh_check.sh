@@ -85,6 +85,9 @@ if [ -z "$root" ]; then
   made_root=1
 fi
 mkdir -p "$root"
+# mktemp -d makes it 0700, which inside the chroot is the mode of "/": every user but root (apt's
+# _apt, munge's postinst running as munge) would be refused everything
+chmod 755 "$root"
 root=$(cd "$root" && pwd)
 case "$root" in
   /|/usr|/usr/*|/etc|/etc/*|/bin|/sbin|/lib|/lib64|/proc|/sys|/dev|/dev/*)
