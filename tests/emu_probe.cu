@@ -1,5 +1,5 @@
 /* Probe kernels for the CUDA emulator's self-test (tests/emu_probe.h, tests/test_emu_self.c).
- * Valid CUDA; built only through kernels/cuda_emu/translate.py. The misuse kernels are wrong on
+ * Valid CUDA; built only through tests/cuda_emu/translate.py. The misuse kernels are wrong on
  * purpose: on a GPU they are undefined behaviour (a hang, or results that depend on the hardware);
  * the emulator must report each as a failed launch. */
 #include "tests/emu_probe.h"

@@ -1,6 +1,6 @@
 /* Probe kernels for the CUDA emulator's self-test (tests/test_emu_self.c): correct kernels, and
  * kernels that misuse barriers on purpose. tests/emu_probe.cu is valid CUDA, but it is built only
- * through kernels/cuda_emu/translate.py, into test_emu_self. Every launcher only queues its kernel
+ * through tests/cuda_emu/translate.py, into test_emu_self. Every launcher only queues its kernel
  * on `st` (launch errors: cudaGetLastError; faults: the next synchronisation). */
 #ifndef IG_TESTS_EMU_PROBE_H
 #define IG_TESTS_EMU_PROBE_H

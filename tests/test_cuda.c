@@ -3,7 +3,7 @@
  * without one (no driver, no device, cuBLAS cannot start) every test calls ig_test_skip with the
  * probe's reason, nothing is asserted, and ctest reports the program SKIPPED (exit 77), never
  * passed. Host-side checks that need no device are in test_cuda_host.c. Built as test_cuda_emu,
- * the same program runs on the CUDA emulator (kernels/cuda_emu) on any machine.
+ * the same program runs on the CUDA emulator (tests/cuda_emu) on any machine.
  *
  * Error bounds, as max |gpu - cpu| / max(|cpu|, 1e-30) over the output (normalised max error):
  *   rmsnorm, layernorm, softmax, silu*up, gelu:  1e-5 (f32 reductions / expf in another order)

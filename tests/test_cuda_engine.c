@@ -16,7 +16,7 @@
  *
  * Needs a GPU: without one (no driver, no device, cuBLAS cannot start) every test calls
  * ig_test_skip with the probe's reason and ctest reports the program SKIPPED (exit 77). Built as
- * test_cuda_engine_emu, the same program runs on the CUDA emulator (kernels/cuda_emu) on any
+ * test_cuda_engine_emu, the same program runs on the CUDA emulator (tests/cuda_emu) on any
  * machine. */
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* The CUDA emulator's self-test (kernels/cuda_emu): each check the emulator claims to make is made
+/* The CUDA emulator's self-test (tests/cuda_emu): each check the emulator claims to make is made
  * to fire here, through the CUDA runtime and cuBLAS API itself and the probe kernels of
  * tests/emu_probe.cu, so that a passing run of the CUDA backend on the emulator (test_cuda_emu,
  * test_cuda_engine_emu) means something. Every scenario that leaves a sticky error (a device

@@ -1,5 +1,5 @@
 /* The GPU check's experiment (bench/gpu/check.yaml) end to end on the CUDA backend, run by
- * igen-emu (the CLI on the CUDA emulator, kernels/cuda_emu) on the tiny OPT fixture: every point
+ * igen-emu (the CLI on the CUDA emulator, tests/cuda_emu) on the tiny OPT fixture: every point
  * (full with the rows gathered to the device, full with decode attention on the CPU, int4, h2o,
  * infinigen; two sequence lengths) must finish on the CUDA backend, and the dense points must move
  * exactly the bytes that the same experiment moves on the CPU backend (the byte accounting is the

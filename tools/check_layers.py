@@ -6,7 +6,7 @@ A file may include headers of its own layer and of the layers below it, never ab
 
   base      core/{status,log,dtype,mapfile}.{c,h}
   model     core/io, core/model, core/tokenizer
-  kernels   kernels/ (backend, cpu, cuda, the CUDA emulator)
+  kernels   kernels/ (backend, cpu, cuda; the CUDA emulator is test infrastructure, tests/cuda_emu)
   offload   offload/
   policies  policies/
   engine    core/engine/

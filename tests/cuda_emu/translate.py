@@ -128,7 +128,7 @@ def main():
         text = f.read()
     body = translate(src, text)
     with open(dst + ".tmp", "w", encoding="utf-8") as f:
-        f.write('#include "kernels/cuda_emu/emu_device.h"\n')
+        f.write('#include "tests/cuda_emu/emu_device.h"\n')
         f.write(f'#line 1 "{src}"\n')
         f.write(body)
     os.replace(dst + ".tmp", dst)

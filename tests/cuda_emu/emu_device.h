@@ -1,5 +1,5 @@
 /* The device side of the CUDA emulator (see emu.md): what a kernel file from kernels/cuda/ needs
- * when it is compiled as host C++ after kernels/cuda_emu/translate.py rewrote its <<<>>> launches.
+ * when it is compiled as host C++ after tests/cuda_emu/translate.py rewrote its <<<>>> launches.
  *
  * Execution model: a block's threads are cooperative fibers run on one host thread, blocks one
  * after another; __syncthreads and the warp intrinsics are barriers that switch fibers, so a
@@ -37,7 +37,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 
-/* ---- the scheduler's view (kernels/cuda_emu/emu_runtime.cpp) ----------------------------------
+/* ---- the scheduler's view (tests/cuda_emu/emu_runtime.cpp) ----------------------------------
  */
 
 extern uint3 ig_emu_thread_idx, ig_emu_block_idx;

@@ -1,0 +1,176 @@
+/* Calls through a backend's table (backend_iface.h). The argument checks live here, once for every
+ * backend, so that each table may assume valid sizes; an empty op returns before the table. */
+#include "kernels/backend_iface.h"
+
+#include <stdlib.h>
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) return ig_error_set(err, IG_ERR_INVALID_ARG, __VA_ARGS__);                    \
+    } while (0)
+
+ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *err) {
+    if (!t) return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no table", name);
+    if (t->version != IG_BE_IFACE_VERSION)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "backend %s: interface version %d (this build has %d)", name,
+                            t->version, IG_BE_IFACE_VERSION);
+    const int set[] = {
+        t->destroy != NULL, t->alloc != NULL,          t->free != NULL,
+        t->upload != NULL,  t->download != NULL,       t->sync != NULL,
+        t->linear != NULL,  t->rmsnorm != NULL,        t->layernorm != NULL,
+        t->rope != NULL,    t->silu_mul != NULL,       t->add != NULL,
+        t->softmax != NULL, t->partial_scores != NULL, t->count_greater != NULL,
+        t->topk != NULL,
+    };
+    static const char *names[] = {"destroy",   "alloc",          "free",          "upload",
+                                  "download",  "sync",           "linear",        "rmsnorm",
+                                  "layernorm", "rope",           "silu_mul",      "add",
+                                  "softmax",   "partial_scores", "count_greater", "topk"};
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+        if (!set[i])
+            return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
+    return IG_OK;
+}
+
+void ig_be_free(ig_be *be) {
+    if (be) be->iface->destroy(be);
+}
+
+void *ig_be_alloc(ig_be *be, size_t bytes, ig_error *err) {
+    if (bytes == 0) bytes = 1;
+    return be->iface->alloc(be, bytes, err);
+}
+
+void ig_be_release(ig_be *be, void *p) {
+    if (p) be->iface->free(be, p);
+}
+
+ig_status ig_be_upload(ig_be *be, void *dst, const void *host_src, size_t bytes, ig_error *err) {
+    if (bytes == 0) return IG_OK;
+    CHECK(dst && host_src, "upload: NULL pointer");
+    return be->iface->upload(be, dst, host_src, bytes, err);
+}
+
+ig_status ig_be_download(ig_be *be, void *host_dst, const void *src, size_t bytes, ig_error *err) {
+    if (bytes == 0) return be->iface->sync(be, err);
+    CHECK(host_dst && src, "download: NULL pointer");
+    return be->iface->download(be, host_dst, src, bytes, err);
+}
+
+ig_status ig_be_sync(ig_be *be, ig_error *err) {
+    return be->iface->sync(be, err);
+}
+
+ig_status ig_be_linear(ig_be *be, const float *x, int64_t M, int64_t K, const void *W, ig_dtype wt,
+                       int64_t N, const float *bias, float *y, ig_error *err) {
+    CHECK(M >= 0 && K > 0 && N > 0, "linear: M=%lld K=%lld N=%lld", (long long)M, (long long)K,
+          (long long)N);
+    CHECK(wt == IG_DTYPE_F32 || wt == IG_DTYPE_F16 || wt == IG_DTYPE_BF16 || ig_dtype_is_quant(wt),
+          "linear: weights of type %s", ig_dtype_name(wt));
+    CHECK(!ig_dtype_is_quant(wt) || K % ig_dtype_block_elems(wt) == 0,
+          "linear: K=%lld is not a multiple of %s's block of %lld", (long long)K, ig_dtype_name(wt),
+          (long long)ig_dtype_block_elems(wt));
+    if (M == 0) return IG_OK;
+    CHECK(x && W && y, "linear: NULL x, W or y");
+    return be->iface->linear(be, x, M, K, W, wt, N, bias, y, err);
+}
+
+ig_status ig_be_rmsnorm(ig_be *be, const float *x, const float *w, int64_t rows, int64_t dim,
+                        float eps, float *y, ig_error *err) {
+    CHECK(rows >= 0 && dim > 0, "rmsnorm: rows=%lld dim=%lld", (long long)rows, (long long)dim);
+    if (rows == 0) return IG_OK;
+    CHECK(x && w && y, "rmsnorm: NULL x, w or y");
+    return be->iface->rmsnorm(be, x, w, rows, dim, eps, y, err);
+}
+
+ig_status ig_be_layernorm(ig_be *be, const float *x, const float *w, const float *b, int64_t rows,
+                          int64_t dim, float eps, float *y, ig_error *err) {
+    CHECK(rows >= 0 && dim > 0, "layernorm: rows=%lld dim=%lld", (long long)rows, (long long)dim);
+    if (rows == 0) return IG_OK;
+    CHECK(x && w && y, "layernorm: NULL x, w or y");
+    return be->iface->layernorm(be, x, w, b, rows, dim, eps, y, err);
+}
+
+ig_status ig_be_rope(ig_be *be, float *x, int64_t n_tok, int n_heads, int head_dim, int rot_dim,
+                     const int32_t *pos, const float *cos_tab, const float *sin_tab,
+                     ig_error *err) {
+    CHECK(n_tok >= 0 && n_heads > 0 && head_dim > 0 && rot_dim > 0 && rot_dim <= head_dim &&
+              rot_dim % 2 == 0,
+          "rope: n_tok=%lld n_heads=%d head_dim=%d rot_dim=%d", (long long)n_tok, n_heads, head_dim,
+          rot_dim);
+    if (n_tok == 0) return IG_OK;
+    CHECK(x && pos && cos_tab && sin_tab, "rope: NULL x, pos or table");
+    return be->iface->rope(be, x, n_tok, n_heads, head_dim, rot_dim, pos, cos_tab, sin_tab, err);
+}
+
+ig_status ig_be_silu_mul(ig_be *be, const float *gate, const float *up, int64_t n, float *out,
+                         ig_error *err) {
+    CHECK(n >= 0, "silu_mul: n=%lld", (long long)n);
+    if (n == 0) return IG_OK;
+    CHECK(gate && up && out, "silu_mul: NULL pointer");
+    return be->iface->silu_mul(be, gate, up, n, out, err);
+}
+
+ig_status ig_be_add(ig_be *be, float *y, const float *x, int64_t n, ig_error *err) {
+    CHECK(n >= 0, "add: n=%lld", (long long)n);
+    if (n == 0) return IG_OK;
+    CHECK(y && x, "add: NULL pointer");
+    return be->iface->add(be, y, x, n, err);
+}
+
+ig_status ig_be_softmax(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err) {
+    CHECK(rows >= 0 && n > 0, "softmax: rows=%lld n=%lld", (long long)rows, (long long)n);
+    if (rows == 0) return IG_OK;
+    CHECK(x, "softmax: NULL x");
+    return be->iface->softmax(be, x, rows, n, err);
+}
+
+ig_status ig_be_partial_scores(ig_be *be, const void *keys, ig_dtype kt, int64_t ld,
+                               int64_t keys_stride, int kc, int64_t n, const float *q, int64_t ldq,
+                               int64_t q_stride, int nq, float *out, int64_t ldo,
+                               int64_t out_stride, float *col_max, int64_t cm_stride,
+                               float *row_max, int tables, ig_error *err) {
+    CHECK(kt == IG_DTYPE_F32 || kt == IG_DTYPE_F16, "partial_scores: keys of type %s",
+          ig_dtype_name(kt));
+    CHECK(tables >= 0 && n >= 0 && kc >= 0 && nq >= 1 && nq <= 16,
+          "partial_scores: tables=%d n=%lld kc=%d nq=%d (1 to 16)", tables, (long long)n, kc, nq);
+    CHECK(ld >= n && ldq >= kc && ldo >= n, "partial_scores: ld=%lld ldq=%lld ldo=%lld",
+          (long long)ld, (long long)ldq, (long long)ldo);
+    if (tables == 0) return IG_OK;
+    CHECK(keys && q && out && row_max, "partial_scores: NULL keys, q, out or row_max");
+    return be->iface->partial_scores(be, keys, kt, ld, keys_stride, kc, n, q, ldq, q_stride, nq,
+                                     out, ldo, out_stride, col_max, cm_stride, row_max, tables,
+                                     err);
+}
+
+ig_status ig_be_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                              const int32_t *n_rows, const float *thr_base, float thr_add,
+                              int32_t *counts, ig_error *err) {
+    CHECK(rows >= 0 && n >= 0 && ldx >= n && n <= INT32_MAX,
+          "count_greater: rows=%d n=%lld ldx=%lld", rows, (long long)n, (long long)ldx);
+    if (rows == 0) return IG_OK;
+    CHECK(x && counts, "count_greater: NULL x or counts");
+    return be->iface->count_greater(be, x, ldx, rows, n, n_rows, thr_base, thr_add, counts, err);
+}
+
+ig_status ig_be_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                     const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
+                     int64_t ld_idx, int32_t *counts, ig_error *err) {
+    CHECK(rows >= 0 && n >= 0 && ldx >= n && n <= INT32_MAX && ld_idx >= 0,
+          "topk: rows=%d n=%lld ldx=%lld ld_idx=%lld", rows, (long long)n, (long long)ldx,
+          (long long)ld_idx);
+    CHECK(k_rows || ld_idx >= (k < n ? k : n), "topk: ld_idx=%lld < k=%lld", (long long)ld_idx,
+          (long long)k);
+    if (rows == 0) return IG_OK;
+    CHECK(x && idx && counts, "topk: NULL x, idx or counts");
+    return be->iface->topk(be, x, ldx, rows, n, n_rows, k, k_rows, idx, ld_idx, counts, err);
+}
+
+#ifndef IG_HAVE_CUDA
+ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
+    (void)device;
+    *out = NULL;
+    return ig_error_set(err, IG_ERR_UNSUPPORTED, "the CUDA backend is not compiled in");
+}
+#endif

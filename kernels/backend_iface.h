@@ -1,0 +1,141 @@
+/* The backend interface (docs/ARCHITECTURE.md, issue 18 step 2), in the manner of ggml's backends:
+ * a backend is a table of functions (ig_be_iface) and a context; what it can do is data
+ * (ig_be_caps), read by callers instead of #ifdef or backend-name tests. kernels/cpu fills one
+ * table, kernels/cuda another, and kernels/cpu/ref_backend.c a third from the scalar references
+ * (slow, for conformance tests). The same code, calling the ig_be_* functions below, runs on each.
+ *
+ * Memory. Every tensor pointer an op takes is a buffer of that backend (ig_be_alloc): host memory
+ * on the CPU backends, device memory on CUDA; ig_be_upload / ig_be_download move bytes between it
+ * and the host. Ops are queued in order on the backend's one stream and may return before they
+ * finish (CUDA); ig_be_download and ig_be_sync wait for everything queued before them. Each op
+ * validates its sizes first and returns IG_ERR_INVALID_ARG naming the argument; an empty op (no
+ * rows) succeeds without work.
+ *
+ * Semantics are those of the CPU kernels named beside each op (kernels/cpu/cpu_kernels.h): the
+ * tables agree exactly on integer results (counts, indices, with their rules for ties and NaN)
+ * and within rounding on float ones (the CPU and CUDA tables bit for bit where cuda_kernels.h
+ * says so). tests/test_backend.c runs every table on the same inputs.
+ *
+ * This is the first slice of the table: the ops of the norms, RoPE and element-wise parts of a
+ * layer, linear layers, and the selection ops a policy's speculation needs (partial scores,
+ * threshold counts, top-k). Attention, row gathers and the KV codec follow (ARCHITECTURE.md). */
+#ifndef IG_BACKEND_IFACE_H
+#define IG_BACKEND_IFACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+#define IG_BE_IFACE_VERSION 1
+
+typedef struct ig_be ig_be;
+
+/* What a backend is and can do. */
+typedef struct ig_be_caps {
+    const char *name;  /* "cpu", "cpu-ref", "cuda" */
+    int device_memory; /* 1: buffers are not host-addressable (use upload / download) */
+    int async;         /* 1: ops return before they finish; download and sync wait */
+    int reference;     /* 1: a slow reference for tests, never for runs */
+} ig_be_caps;
+
+typedef struct ig_be_iface {
+    int version; /* IG_BE_IFACE_VERSION */
+    void (*destroy)(ig_be *be);
+    /* memory */
+    void *(*alloc)(ig_be *be, size_t bytes, ig_error *err);
+    void (*free)(ig_be *be, void *p);
+    ig_status (*upload)(ig_be *be, void *dst, const void *host_src, size_t bytes, ig_error *err);
+    ig_status (*download)(ig_be *be, void *host_dst, const void *src, size_t bytes, ig_error *err);
+    ig_status (*sync)(ig_be *be, ig_error *err);
+    /* layer ops */
+    ig_status (*linear)(ig_be *be, const float *x, int64_t M, int64_t K, const void *W, ig_dtype wt,
+                        int64_t N, const float *bias, float *y, ig_error *err);
+    ig_status (*rmsnorm)(ig_be *be, const float *x, const float *w, int64_t rows, int64_t dim,
+                         float eps, float *y, ig_error *err);
+    ig_status (*layernorm)(ig_be *be, const float *x, const float *w, const float *b, int64_t rows,
+                           int64_t dim, float eps, float *y, ig_error *err);
+    ig_status (*rope)(ig_be *be, float *x, int64_t n_tok, int n_heads, int head_dim, int rot_dim,
+                      const int32_t *pos, const float *cos_tab, const float *sin_tab,
+                      ig_error *err);
+    ig_status (*silu_mul)(ig_be *be, const float *gate, const float *up, int64_t n, float *out,
+                          ig_error *err);
+    ig_status (*add)(ig_be *be, float *y, const float *x, int64_t n, ig_error *err);
+    ig_status (*softmax)(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err);
+    /* selection ops */
+    ig_status (*partial_scores)(ig_be *be, const void *keys, ig_dtype kt, int64_t ld,
+                                int64_t keys_stride, int kc, int64_t n, const float *q, int64_t ldq,
+                                int64_t q_stride, int nq, float *out, int64_t ldo,
+                                int64_t out_stride, float *col_max, int64_t cm_stride,
+                                float *row_max, int tables, ig_error *err);
+    ig_status (*count_greater)(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                               const int32_t *n_rows, const float *thr_base, float thr_add,
+                               int32_t *counts, ig_error *err);
+    ig_status (*topk)(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                      const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
+                      int64_t ld_idx, int32_t *counts, ig_error *err);
+} ig_be_iface;
+
+/* A backend instance: its table, its capabilities and its own state. */
+struct ig_be {
+    const ig_be_iface *iface;
+    ig_be_caps caps;
+    void *ctx;
+};
+
+/* The backends. threads: 0 = the CPU kernels' setting. The CUDA backend fails with
+ * IG_ERR_UNSUPPORTED where CUDA is not compiled in and IG_ERR_DEVICE (the reason) where no GPU
+ * answers; on the CUDA emulator it runs everywhere. */
+ig_status ig_be_cpu_create(ig_be **out, ig_error *err);
+ig_status ig_be_ref_create(ig_be **out, ig_error *err);
+ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err);
+void ig_be_free(ig_be *be);
+
+/* IG_OK when a table is usable: its version is this build's and no slot is NULL. */
+ig_status ig_be_iface_check(const ig_be_iface *iface, const char *name, ig_error *err);
+
+/* ---- calls through the table (each one line: be->iface->op(be, ...)) ---- */
+
+void *ig_be_alloc(ig_be *be, size_t bytes, ig_error *err);
+void ig_be_release(ig_be *be, void *p);
+ig_status ig_be_upload(ig_be *be, void *dst, const void *host_src, size_t bytes, ig_error *err);
+ig_status ig_be_download(ig_be *be, void *host_dst, const void *src, size_t bytes, ig_error *err);
+ig_status ig_be_sync(ig_be *be, ig_error *err);
+
+/* y[M][N] = x[M][K] W^T (+ bias): ig_cpu_linear; W f32, f16, bf16 or block-quantized. */
+ig_status ig_be_linear(ig_be *be, const float *x, int64_t M, int64_t K, const void *W, ig_dtype wt,
+                       int64_t N, const float *bias, float *y, ig_error *err);
+ig_status ig_be_rmsnorm(ig_be *be, const float *x, const float *w, int64_t rows, int64_t dim,
+                        float eps, float *y, ig_error *err);
+ig_status ig_be_layernorm(ig_be *be, const float *x, const float *w, const float *b, int64_t rows,
+                          int64_t dim, float eps, float *y, ig_error *err);
+/* ig_cpu_rope; pos and the tables are backend buffers too. */
+ig_status ig_be_rope(ig_be *be, float *x, int64_t n_tok, int n_heads, int head_dim, int rot_dim,
+                     const int32_t *pos, const float *cos_tab, const float *sin_tab, ig_error *err);
+ig_status ig_be_silu_mul(ig_be *be, const float *gate, const float *up, int64_t n, float *out,
+                         ig_error *err);
+ig_status ig_be_add(ig_be *be, float *y, const float *x, int64_t n, ig_error *err);
+/* rows x n in place, ig_cpu_softmax per row. */
+ig_status ig_be_softmax(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err);
+/* ig_cpu_partial_scores over `tables` tables (strides in elements; the layout of
+ * ig_cuda_partial_scores): table t's keys at keys + t * keys_stride, queries at q + t * q_stride,
+ * scores at out + t * out_stride, col_max (optional) + t * cm_stride, row_max + t * nq. */
+ig_status ig_be_partial_scores(ig_be *be, const void *keys, ig_dtype kt, int64_t ld,
+                               int64_t keys_stride, int kc, int64_t n, const float *q, int64_t ldq,
+                               int64_t q_stride, int nq, float *out, int64_t ldo,
+                               int64_t out_stride, float *col_max, int64_t cm_stride,
+                               float *row_max, int tables, ig_error *err);
+/* Per row r of x (x + r * ldx, n_rows ? n_rows[r] : n elements): counts[r] = the elements strictly
+ * greater than (thr_base ? thr_base[r] : 0) + thr_add (ig_cpu_count_greater). */
+ig_status ig_be_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                              const int32_t *n_rows, const float *thr_base, float thr_add,
+                              int32_t *counts, ig_error *err);
+/* Per row, the k_r = k_rows ? k_rows[r] : k largest, ties to the lower index, NaN below every
+ * number, written ascending to idx + r * ld_idx; counts[r] = min(max(k_r, 0), n_r) (ig_cpu_topk).
+ */
+ig_status ig_be_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                     const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
+                     int64_t ld_idx, int32_t *counts, ig_error *err);
+
+#endif

@@ -1,0 +1,229 @@
+/* Two backend tables over host memory (kernels/backend_iface.h): "cpu", the optimized CPU kernels,
+ * and "cpu-ref", the scalar references of cpu_ref.c (double accumulation, sorting top-k), which
+ * tests run beside the others as a third, independent backend. Both are the same table over a
+ * different set of row kernels; the batched ops loop over rows and tables here. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend_iface.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_ref.h"
+
+typedef struct host_kernels {
+    void (*linear)(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wt, int64_t N,
+                   const float *bias, float *y);
+    void (*rmsnorm)(const float *x, const float *w, int64_t rows, int64_t dim, float eps, float *y);
+    void (*layernorm)(const float *x, const float *w, const float *b, int64_t rows, int64_t dim,
+                      float eps, float *y);
+    void (*rope)(float *x, int64_t n_tok, int n_heads, int head_dim, int rot_dim,
+                 const int32_t *pos, const float *cos_tab, const float *sin_tab);
+    void (*silu_mul)(const float *gate, const float *up, int64_t n, float *out);
+    void (*add)(float *y, const float *x, int64_t n);
+    void (*softmax)(float *x, int64_t n);
+    void (*partial_scores)(const void *keys, ig_dtype kt, int64_t ld, int kc, int64_t n,
+                           const float *q, int64_t ldq, int nq, float *out, int64_t ldo,
+                           float *col_max, float *row_max);
+    int64_t (*count_greater)(const float *x, int64_t n, float thr);
+    int reference; /* topk by ig_ref_topk, else ig_cpu_topk with a workspace */
+} host_kernels;
+
+typedef struct host_ctx {
+    const host_kernels *k;
+    void *ws; /* ig_cpu_topk's workspace, grown once */
+    size_t ws_bytes;
+} host_ctx;
+
+static int64_t ref_count_greater(const float *x, int64_t n, float thr) {
+    int64_t c = 0;
+    for (int64_t i = 0; i < n; i++) c += x[i] > thr;
+    return c;
+}
+
+static const host_kernels g_cpu_kernels = {
+    ig_cpu_linear, ig_cpu_rmsnorm, ig_cpu_layernorm,      ig_cpu_rope,          ig_cpu_silu_mul,
+    ig_cpu_add,    ig_cpu_softmax, ig_cpu_partial_scores, ig_cpu_count_greater, 0,
+};
+
+static const host_kernels g_ref_kernels = {
+    ig_ref_linear, ig_ref_rmsnorm, ig_ref_layernorm,      ig_ref_rope,       ig_ref_silu_mul,
+    ig_ref_add,    ig_ref_softmax, ig_ref_partial_scores, ref_count_greater, 1,
+};
+
+static const host_kernels *K(ig_be *be) {
+    return ((host_ctx *)be->ctx)->k;
+}
+
+static void host_destroy(ig_be *be) {
+    host_ctx *c = be->ctx;
+    free(c->ws);
+    free(c);
+    free(be);
+}
+
+static void *host_alloc(ig_be *be, size_t bytes, ig_error *err) {
+    (void)be;
+    void *p = malloc(bytes);
+    if (!p) ig_error_set(err, IG_ERR_NOMEM, "backend %s: %zu bytes", be->caps.name, bytes);
+    return p;
+}
+
+static void host_free(ig_be *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+static ig_status host_copy(ig_be *be, void *dst, const void *src, size_t bytes, ig_error *err) {
+    (void)be;
+    (void)err;
+    memmove(dst, src, bytes);
+    return IG_OK;
+}
+
+static ig_status host_sync(ig_be *be, ig_error *err) {
+    (void)be;
+    (void)err;
+    return IG_OK;
+}
+
+static ig_status host_linear(ig_be *be, const float *x, int64_t M, int64_t K_, const void *W,
+                             ig_dtype wt, int64_t N, const float *bias, float *y, ig_error *err) {
+    (void)err;
+    K(be)->linear(x, M, K_, W, wt, N, bias, y);
+    return IG_OK;
+}
+
+static ig_status host_rmsnorm(ig_be *be, const float *x, const float *w, int64_t rows, int64_t dim,
+                              float eps, float *y, ig_error *err) {
+    (void)err;
+    K(be)->rmsnorm(x, w, rows, dim, eps, y);
+    return IG_OK;
+}
+
+static ig_status host_layernorm(ig_be *be, const float *x, const float *w, const float *b,
+                                int64_t rows, int64_t dim, float eps, float *y, ig_error *err) {
+    (void)err;
+    K(be)->layernorm(x, w, b, rows, dim, eps, y);
+    return IG_OK;
+}
+
+static ig_status host_rope(ig_be *be, float *x, int64_t n_tok, int n_heads, int head_dim,
+                           int rot_dim, const int32_t *pos, const float *cos_tab,
+                           const float *sin_tab, ig_error *err) {
+    (void)err;
+    K(be)->rope(x, n_tok, n_heads, head_dim, rot_dim, pos, cos_tab, sin_tab);
+    return IG_OK;
+}
+
+static ig_status host_silu_mul(ig_be *be, const float *gate, const float *up, int64_t n, float *out,
+                               ig_error *err) {
+    (void)err;
+    K(be)->silu_mul(gate, up, n, out);
+    return IG_OK;
+}
+
+static ig_status host_add(ig_be *be, float *y, const float *x, int64_t n, ig_error *err) {
+    (void)err;
+    K(be)->add(y, x, n);
+    return IG_OK;
+}
+
+static ig_status host_softmax(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err) {
+    (void)err;
+    for (int64_t r = 0; r < rows; r++) K(be)->softmax(x + r * n, n);
+    return IG_OK;
+}
+
+static ig_status host_partial_scores(ig_be *be, const void *keys, ig_dtype kt, int64_t ld,
+                                     int64_t keys_stride, int kc, int64_t n, const float *q,
+                                     int64_t ldq, int64_t q_stride, int nq, float *out, int64_t ldo,
+                                     int64_t out_stride, float *col_max, int64_t cm_stride,
+                                     float *row_max, int tables, ig_error *err) {
+    (void)err;
+    size_t esz = kt == IG_DTYPE_F16 ? 2 : 4;
+    for (int t = 0; t < tables; t++)
+        K(be)->partial_scores((const char *)keys + (size_t)t * (size_t)keys_stride * esz, kt, ld,
+                              kc, n, q + (size_t)t * (size_t)q_stride, ldq, nq,
+                              out + (size_t)t * (size_t)out_stride, ldo,
+                              col_max ? col_max + (size_t)t * (size_t)cm_stride : NULL,
+                              row_max + (size_t)t * (size_t)nq);
+    return IG_OK;
+}
+
+static ig_status host_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                                    const int32_t *n_rows, const float *thr_base, float thr_add,
+                                    int32_t *counts, ig_error *err) {
+    (void)err;
+    for (int r = 0; r < rows; r++) {
+        int64_t nr = n_rows ? n_rows[r] : n;
+        if (nr > n) nr = n;
+        float thr = (thr_base ? thr_base[r] : 0.0f) + thr_add;
+        counts[r] =
+            nr > 0 ? (int32_t)K(be)->count_greater(x + (size_t)r * (size_t)ldx, nr, thr) : 0;
+    }
+    return IG_OK;
+}
+
+static ig_status host_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                           const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
+                           int64_t ld_idx, int32_t *counts, ig_error *err) {
+    host_ctx *c = be->ctx;
+    for (int r = 0; r < rows; r++) {
+        int64_t nr = n_rows ? n_rows[r] : n, kr = k_rows ? k_rows[r] : k;
+        if (nr > n) nr = n;
+        if (nr < 0) nr = 0;
+        if (kr > nr) kr = nr;
+        if (kr < 0) kr = 0;
+        if (kr > ld_idx)
+            return ig_error_set(err, IG_ERR_INVALID_ARG, "topk: row %d: k=%lld > ld_idx=%lld", r,
+                                (long long)kr, (long long)ld_idx);
+        const float *xr = x + (size_t)r * (size_t)ldx;
+        int32_t *out = idx + (size_t)r * (size_t)ld_idx;
+        if (c->k->reference) {
+            counts[r] = (int32_t)ig_ref_topk(xr, nr, kr, out);
+            continue;
+        }
+        size_t need = ig_cpu_topk_ws_bytes(nr);
+        if (need > c->ws_bytes) {
+            void *ws = realloc(c->ws, need);
+            if (!ws) return ig_error_set(err, IG_ERR_NOMEM, "topk: workspace of %zu bytes", need);
+            c->ws = ws;
+            c->ws_bytes = need;
+        }
+        counts[r] = (int32_t)ig_cpu_topk(xr, nr, kr, out, c->ws, c->ws_bytes);
+    }
+    return IG_OK;
+}
+
+static const ig_be_iface g_host_iface = {
+    IG_BE_IFACE_VERSION, host_destroy,  host_alloc,  host_free,    host_copy,
+    host_copy,           host_sync,     host_linear, host_rmsnorm, host_layernorm,
+    host_rope,           host_silu_mul, host_add,    host_softmax, host_partial_scores,
+    host_count_greater,  host_topk,
+};
+
+static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,
+                             ig_error *err) {
+    *out = NULL;
+    IG_TRY(ig_be_iface_check(&g_host_iface, name, err));
+    ig_be *be = calloc(1, sizeof *be);
+    host_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return ig_error_set(err, IG_ERR_NOMEM, "backend %s", name);
+    }
+    c->k = k;
+    be->iface = &g_host_iface;
+    be->ctx = c;
+    be->caps = (ig_be_caps){name, 0, 0, reference};
+    *out = be;
+    return IG_OK;
+}
+
+ig_status ig_be_cpu_create(ig_be **out, ig_error *err) {
+    return host_create(&g_cpu_kernels, "cpu", 0, out, err);
+}
+
+ig_status ig_be_ref_create(ig_be **out, ig_error *err) {
+    return host_create(&g_ref_kernels, "cpu-ref", 1, out, err);
+}

@@ -1,0 +1,189 @@
+// The CUDA backend's table (kernels/backend_iface.h): each op queues the launcher of
+// cuda_kernels.h / cuda_backend.h on the context's one stream. Buffers are device memory; upload
+// and download wait for their copy, so host buffers may be reused at once. Host code only (no
+// kernels here): on the CUDA emulator the same table runs the emulated launchers.
+#include <stdlib.h>
+
+#include "kernels/cuda/cuda_kernels.h"
+
+extern "C" {
+#include "kernels/backend_iface.h"
+}
+
+namespace {
+
+struct cuda_ctx {
+    ig_cuda_ctx *c;
+    void *scratch; // x rounded to f16/bf16 for narrow-weight GEMMs, grown once
+    size_t scratch_bytes;
+};
+
+cuda_ctx *C(ig_be *be) {
+    return static_cast<cuda_ctx *>(be->ctx);
+}
+
+ig_cuda_stream_t S(ig_be *be) {
+    return ig_cuda_ctx_stream(C(be)->c);
+}
+
+void cu_destroy(ig_be *be) {
+    cuda_ctx *c = C(be);
+    ig_error err;
+    (void)ig_cuda_stream_sync(ig_cuda_ctx_stream(c->c), &err);
+    ig_cuda_free(c->scratch);
+    ig_cuda_ctx_destroy(c->c);
+    free(c);
+    free(be);
+}
+
+void *cu_alloc(ig_be *be, size_t bytes, ig_error *err) {
+    (void)be;
+    void *p = NULL;
+    if (ig_cuda_malloc(&p, bytes, err) != IG_OK) return NULL;
+    return p;
+}
+
+void cu_free(ig_be *be, void *p) {
+    ig_error err;
+    (void)ig_cuda_stream_sync(S(be), &err); // queued work may still read it
+    ig_cuda_free(p);
+}
+
+ig_status cu_upload(ig_be *be, void *dst, const void *src, size_t bytes, ig_error *err) {
+    IG_TRY(ig_cuda_copy_h2d_async(dst, src, bytes, S(be), err));
+    return ig_cuda_stream_sync(S(be), err);
+}
+
+ig_status cu_download(ig_be *be, void *dst, const void *src, size_t bytes, ig_error *err) {
+    IG_TRY(ig_cuda_copy_d2h_async(dst, src, bytes, S(be), err));
+    return ig_cuda_stream_sync(S(be), err);
+}
+
+ig_status cu_sync(ig_be *be, ig_error *err) {
+    return ig_cuda_stream_sync(S(be), err);
+}
+
+ig_status cu_linear(ig_be *be, const float *x, int64_t M, int64_t K, const void *W, ig_dtype wt,
+                    int64_t N, const float *bias, float *y, ig_error *err) {
+    cuda_ctx *c = C(be);
+    if (ig_dtype_is_quant(wt)) {
+        IG_TRY(ig_cuda_qlinear(c->c, S(be), x, M, K, W, wt, N, y, NULL, err));
+    } else if (wt == IG_DTYPE_F32) {
+        IG_TRY(
+            ig_cuda_gemm(c->c, S(be), x, IG_DTYPE_F32, M, K, W, wt, N, y, IG_DTYPE_F32, 0.0f, err));
+    } else { // f16 / bf16 weights: x rounded to their type, f32 accumulation
+        size_t need = (size_t)M * (size_t)K * 2;
+        if (need > c->scratch_bytes) {
+            IG_TRY(ig_cuda_stream_sync(S(be), err));
+            ig_cuda_free(c->scratch);
+            c->scratch = NULL;
+            c->scratch_bytes = 0;
+            IG_TRY(ig_cuda_malloc(&c->scratch, need, err));
+            c->scratch_bytes = need;
+        }
+        IG_TRY(ig_cuda_convert(x, IG_DTYPE_F32, c->scratch, wt, M * K, S(be), err));
+        IG_TRY(
+            ig_cuda_gemm(c->c, S(be), c->scratch, wt, M, K, W, wt, N, y, IG_DTYPE_F32, 0.0f, err));
+    }
+    return bias ? ig_cuda_add_bias(y, bias, M, N, S(be), err) : IG_OK;
+}
+
+ig_status cu_rmsnorm(ig_be *be, const float *x, const float *w, int64_t rows, int64_t dim,
+                     float eps, float *y, ig_error *err) {
+    return ig_cuda_rmsnorm(x, w, rows, dim, eps, y, S(be), err);
+}
+
+ig_status cu_layernorm(ig_be *be, const float *x, const float *w, const float *b, int64_t rows,
+                       int64_t dim, float eps, float *y, ig_error *err) {
+    return ig_cuda_layernorm(x, w, b, rows, dim, eps, y, S(be), err);
+}
+
+ig_status cu_rope(ig_be *be, float *x, int64_t n_tok, int n_heads, int head_dim, int rot_dim,
+                  const int32_t *pos, const float *cos_tab, const float *sin_tab, ig_error *err) {
+    return ig_cuda_rope(x, n_tok, n_heads, head_dim, rot_dim, pos, cos_tab, sin_tab, S(be), err);
+}
+
+ig_status cu_silu_mul(ig_be *be, const float *gate, const float *up, int64_t n, float *out,
+                      ig_error *err) {
+    return ig_cuda_silu_mul(gate, up, n, out, S(be), err);
+}
+
+ig_status cu_add(ig_be *be, float *y, const float *x, int64_t n, ig_error *err) {
+    return ig_cuda_add(y, x, n, S(be), err);
+}
+
+ig_status cu_softmax(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err) {
+    return ig_cuda_softmax(x, rows, n, S(be), err);
+}
+
+ig_status cu_partial_scores(ig_be *be, const void *keys, ig_dtype kt, int64_t ld,
+                            int64_t keys_stride, int kc, int64_t n, const float *q, int64_t ldq,
+                            int64_t q_stride, int nq, float *out, int64_t ldo, int64_t out_stride,
+                            float *col_max, int64_t cm_stride, float *row_max, int tables,
+                            ig_error *err) {
+    return ig_cuda_partial_scores(keys, kt, ld, keys_stride, kc, n, q, ldq, q_stride, nq, out, ldo,
+                                  out_stride, col_max, cm_stride, row_max, tables, S(be), err);
+}
+
+ig_status cu_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                           const int32_t *n_rows, const float *thr_base, float thr_add,
+                           int32_t *counts, ig_error *err) {
+    return ig_cuda_count_greater(x, ldx, rows, n, n_rows, thr_base, thr_add, counts, S(be), err);
+}
+
+ig_status cu_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                  const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
+                  int64_t ld_idx, int32_t *counts, ig_error *err) {
+    return ig_cuda_topk(x, ldx, rows, n, n_rows, k, k_rows, idx, ld_idx, counts, S(be), err);
+}
+
+const ig_be_iface g_cuda_iface = {
+    IG_BE_IFACE_VERSION,
+    cu_destroy,
+    cu_alloc,
+    cu_free,
+    cu_upload,
+    cu_download,
+    cu_sync,
+    cu_linear,
+    cu_rmsnorm,
+    cu_layernorm,
+    cu_rope,
+    cu_silu_mul,
+    cu_add,
+    cu_softmax,
+    cu_partial_scores,
+    cu_count_greater,
+    cu_topk,
+};
+
+} // namespace
+
+extern "C" ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
+    *out = NULL;
+    IG_TRY(ig_be_iface_check(&g_cuda_iface, "cuda", err));
+    char why[256];
+    if (ig_cuda_probe(NULL, why, sizeof why) <= 0)
+        return ig_error_set(err, IG_ERR_DEVICE, "the CUDA backend has no GPU: %s", why);
+    ig_be *be = static_cast<ig_be *>(calloc(1, sizeof *be));
+    cuda_ctx *c = static_cast<cuda_ctx *>(calloc(1, sizeof *c));
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return ig_error_set(err, IG_ERR_NOMEM, "backend cuda");
+    }
+    ig_status rc = ig_cuda_ctx_create(device, &c->c, err);
+    if (rc != IG_OK) {
+        free(be);
+        free(c);
+        return rc;
+    }
+    be->iface = &g_cuda_iface;
+    be->ctx = c;
+    be->caps.name = "cuda";
+    be->caps.device_memory = 1;
+    be->caps.async = 1;
+    be->caps.reference = 0;
+    *out = be;
+    return IG_OK;
+}

@@ -1,0 +1,354 @@
+/* Backend conformance (kernels/backend_iface.h): every table runs the same ops on the same inputs
+ * through ig_be_* and is compared with the CPU table: "cpu-ref" (the scalar references, a third
+ * backend written independently of the optimized kernels) everywhere, and "cuda" where it can be
+ * created: on a GPU, and on every machine as test_backend_emu (the CUDA emulator). Integer results
+ * (threshold counts, top-k indices with their tie and NaN rules) must be equal; float results
+ * within a relative bound that states the rounding allowed (f32: 2e-5 of the row's scale; x
+ * rounded to f16 by CUDA's narrow GEMM: 1e-2). Plus the table checks (a NULL slot, a wrong
+ * version) and the argument checks shared by every table. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "kernels/backend_iface.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "tests/test_util.h"
+
+static ig_be *g_cpu;
+static ig_be *g_other[2];
+static int g_n_other;
+static uint64_t g_seed = 12345;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    g_seed = g_seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(g_seed >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+static void fill(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = frand();
+}
+
+static int suite_init(void) {
+    ig_error err;
+    if (ig_be_cpu_create(&g_cpu, &err) != IG_OK) return 1;
+    if (ig_be_ref_create(&g_other[g_n_other], &err) != IG_OK) return 1;
+    g_n_other++;
+    ig_status rc = ig_be_cuda_create(0, &g_other[g_n_other], &err);
+    if (rc == IG_OK)
+        g_n_other++;
+    else
+        ig_test_skip(err.msg); /* reported as a note: the CPU tables still run */
+    return 0;
+}
+
+static int suite_clean(void) {
+    ig_be_free(g_cpu);
+    for (int i = 0; i < g_n_other; i++) ig_be_free(g_other[i]);
+    return 0;
+}
+
+/* A backend copy of n host bytes (NULL host: uninitialised). */
+static void *up(ig_be *be, const void *host, size_t n) {
+    ig_error err;
+    void *p = ig_be_alloc(be, n, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    if (host) CU_ASSERT_EQUAL_FATAL(ig_be_upload(be, p, host, n, &err), IG_OK);
+    return p;
+}
+
+static void down(ig_be *be, void *host, const void *p, size_t n) {
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_be_download(be, host, p, n, &err), IG_OK);
+}
+
+/* max |a - b| / max(1, max |a|) */
+static double rel_diff(const float *a, const float *b, size_t n) {
+    double worst = 0, scale = 1;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(a[i]) > scale) scale = fabs(a[i]);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= worst)) worst = d; /* NaN counts as the worst */
+    }
+    return worst / scale;
+}
+
+static void report(const char *op, const ig_be *be, double d, double bound) {
+    printf("\n    %-15s %-8s max rel diff vs cpu %.3g (bound %.3g)", op, be->caps.name, d, bound);
+    CU_ASSERT(d <= bound);
+}
+
+/* ---- layer ops ---- */
+
+static void test_norms_rope_elementwise(void) {
+    enum { R = 5, D = 96, NH = 3, HD = 32, ROT = 24, MAXP = 40 };
+    float x[R * D], w[D], b[D], g[R * D], u[R * D], cosb[MAXP * ROT / 2], sinb[MAXP * ROT / 2];
+    int32_t pos[R] = {0, 7, 13, 39, 2};
+    fill(x, R * D);
+    fill(w, D);
+    fill(b, D);
+    fill(g, R * D);
+    fill(u, R * D);
+    ig_cpu_rope_table(10000.0f, ROT, MAXP, cosb, sinb);
+    float want[6][R * D], got[R * D];
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        float *dx = up(be, x, sizeof x), *dw = up(be, w, sizeof w), *db = up(be, b, sizeof b);
+        float *dg = up(be, g, sizeof g), *du = up(be, u, sizeof u), *dy = up(be, NULL, sizeof x);
+        int32_t *dpos = up(be, pos, sizeof pos);
+        float *dcos = up(be, cosb, sizeof cosb), *dsin = up(be, sinb, sizeof sinb);
+        const char *names[6] = {"rmsnorm", "layernorm", "layernorm-nob", "rope", "silu_mul", "add"};
+        for (int op = 0; op < 6; op++) {
+            ig_status rc = IG_OK;
+            if (op == 0) rc = ig_be_rmsnorm(be, dx, dw, R, D, 1e-5f, dy, &err);
+            if (op == 1) rc = ig_be_layernorm(be, dx, dw, db, R, D, 1e-5f, dy, &err);
+            if (op == 2) rc = ig_be_layernorm(be, dx, dw, NULL, R, D, 1e-5f, dy, &err);
+            if (op == 3) {
+                ig_be_upload(be, dy, x, sizeof x, &err); /* in place on [R][NH][HD] */
+                rc = ig_be_rope(be, dy, R, NH, HD, ROT, dpos, dcos, dsin, &err);
+            }
+            if (op == 4) rc = ig_be_silu_mul(be, dg, du, R * D, dy, &err);
+            if (op == 5) {
+                ig_be_upload(be, dy, g, sizeof g, &err);
+                rc = ig_be_add(be, dy, dx, R * D, &err);
+            }
+            CU_ASSERT_EQUAL(rc, IG_OK);
+            int n = op == 3 ? R * NH * HD : R * D;
+            down(be, bi == 0 ? want[op] : got, dy, (size_t)n * sizeof(float));
+            if (bi > 0) report(names[op], be, rel_diff(want[op], got, (size_t)n), 2e-5);
+        }
+        /* softmax over rows, one with a large spread */
+        float sm[R * D];
+        memcpy(sm, x, sizeof sm);
+        for (int i = 0; i < D; i++) sm[D + i] *= 60.0f;
+        ig_be_upload(be, dy, sm, sizeof sm, &err);
+        CU_ASSERT_EQUAL(ig_be_softmax(be, dy, R, D, &err), IG_OK);
+        static float want_sm[R * D];
+        down(be, bi == 0 ? want_sm : got, dy, sizeof sm);
+        if (bi > 0) report("softmax", be, rel_diff(want_sm, got, R * D), 2e-5);
+        void *ptrs[] = {dx, dw, db, dg, du, dy, dpos, dcos, dsin};
+        for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) ig_be_release(be, ptrs[i]);
+    }
+    printf("\n    ");
+}
+
+static void test_linear(void) {
+    enum { K = 128, N = 48 };
+    static const ig_dtype types[] = {IG_DTYPE_F32, IG_DTYPE_F16, IG_DTYPE_Q8_0, IG_DTYPE_Q4_0};
+    static const int Ms[] = {1, 5, 20};
+    float wf[N * K], bias[N], x[20 * K];
+    fill(wf, N * K);
+    fill(bias, N);
+    fill(x, 20 * K);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        ig_dtype wt = types[ti];
+        size_t wbytes = ig_dtype_row_bytes(wt, K) * N;
+        unsigned char *w = malloc(wbytes);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+        ig_error err;
+        if (ig_dtype_is_quant(wt))
+            ig_cpu_quantize_rows(wt, wf, N, K, w);
+        else
+            ig_convert(wt, w, IG_DTYPE_F32, wf, (size_t)N * K);
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+            int M = Ms[mi];
+            float want[20 * N], got[20 * N];
+            ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+            for (int bi = 0; bi < 3 && all[bi]; bi++) {
+                ig_be *be = all[bi];
+                float *dx = up(be, x, (size_t)M * K * sizeof(float));
+                void *dw = up(be, w, wbytes);
+                float *db = up(be, bias, sizeof bias);
+                float *dy = up(be, NULL, (size_t)M * N * sizeof(float));
+                CU_ASSERT_EQUAL(ig_be_linear(be, dx, M, K, dw, wt, N, db, dy, &err), IG_OK);
+                down(be, bi == 0 ? want : got, dy, (size_t)M * N * sizeof(float));
+                if (bi > 0) {
+                    char op[48];
+                    snprintf(op, sizeof op, "linear %s M=%d", ig_dtype_name(wt), M);
+                    /* CUDA's narrow-weight GEMM rounds x to the weights' type (f32 accumulation) */
+                    double bound = be->caps.device_memory && wt == IG_DTYPE_F16 ? 1e-2 : 2e-5;
+                    report(op, be, rel_diff(want, got, (size_t)M * N), bound);
+                }
+                ig_be_release(be, dx);
+                ig_be_release(be, dw);
+                ig_be_release(be, db);
+                ig_be_release(be, dy);
+            }
+        }
+        free(w);
+    }
+    printf("\n    ");
+}
+
+/* ---- selection ops ---- */
+
+static void test_partial_scores(void) {
+    enum { T = 3, KC = 12, LD = 70, NE = 61, NQ = 5, LDQ = 16, LDO = 64 };
+    float keys[T * KC * LD], q[T * NQ * LDQ];
+    fill(keys, T * KC * LD);
+    fill(q, T * NQ * LDQ);
+    uint16_t keys16[T * KC * LD];
+    ig_convert(IG_DTYPE_F16, keys16, IG_DTYPE_F32, keys, (size_t)T * KC * LD);
+    for (int kt = 0; kt < 2; kt++) {
+        ig_dtype dt = kt ? IG_DTYPE_F16 : IG_DTYPE_F32;
+        const void *kh = kt ? (const void *)keys16 : (const void *)keys;
+        size_t kbytes = kt ? sizeof keys16 : sizeof keys;
+        float want[T * NQ * LDO], wcm[T * LDO], wrm[T * NQ];
+        float got[T * NQ * LDO], gcm[T * LDO], grm[T * NQ];
+        ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+        for (int bi = 0; bi < 3 && all[bi]; bi++) {
+            ig_be *be = all[bi];
+            ig_error err;
+            void *dk = up(be, kh, kbytes);
+            float *dq = up(be, q, sizeof q), *dout = up(be, NULL, sizeof want);
+            float *dcm = up(be, NULL, sizeof wcm), *drm = up(be, NULL, sizeof wrm);
+            CU_ASSERT_EQUAL(ig_be_partial_scores(be, dk, dt, LD, KC * LD, KC, NE, dq, LDQ, NQ * LDQ,
+                                                 NQ, dout, LDO, NQ * LDO, dcm, LDO, drm, T, &err),
+                            IG_OK);
+            float *o = bi ? got : want, *cm = bi ? gcm : wcm, *rm = bi ? grm : wrm;
+            down(be, o, dout, sizeof want);
+            down(be, cm, dcm, sizeof wcm);
+            down(be, rm, drm, sizeof wrm);
+            if (bi > 0) {
+                double d = 0;
+                for (int t = 0; t < T; t++)
+                    for (int h = 0; h < NQ; h++) {
+                        size_t at = ((size_t)t * NQ + (size_t)h) * LDO;
+                        double dh = rel_diff(want + at, got + at, NE);
+                        if (dh > d) d = dh;
+                    }
+                for (int t = 0; t < T; t++) {
+                    double dc = rel_diff(wcm + t * LDO, gcm + t * LDO, NE);
+                    if (dc > d) d = dc;
+                }
+                double dr = rel_diff(wrm, grm, T * NQ);
+                if (dr > d) d = dr;
+                report(kt ? "partial f16" : "partial f32", be, d, 2e-5);
+            }
+            ig_be_release(be, dk);
+            ig_be_release(be, dq);
+            ig_be_release(be, dout);
+            ig_be_release(be, dcm);
+            ig_be_release(be, drm);
+        }
+    }
+    printf("\n    ");
+}
+
+static void test_count_and_topk(void) {
+    enum { ROWS = 6, LDX = 300, N = 257, LDI = 260 };
+    static float x[ROWS * LDX];
+    fill(x, ROWS * LDX);
+    /* ties, NaN, +-0 and -inf: the rules every table must share */
+    for (int i = 0; i < 40; i++) x[LDX + 5 * i] = 2.0f; /* 40 tied maxima, k = 25 of them */
+    x[2 * LDX + 3] = NAN;
+    x[2 * LDX + 9] = -0.0f;
+    x[2 * LDX + 10] = 0.0f;
+    for (int i = 0; i < N; i += 3) x[3 * LDX + i] = -INFINITY;
+    int32_t n_rows[ROWS] = {N, N, 200, 257, 1, 0};
+    int32_t k_rows[ROWS] = {10, 25, 0, 257, 1, 3};
+    float thr_base[ROWS] = {0.5f, 0.2f, -0.3f, 0.9f, 2.0f, 0.0f};
+    int32_t wc[ROWS], gc[ROWS], wk[ROWS], gk[ROWS];
+    static int32_t wi[ROWS * LDI], gi[ROWS * LDI];
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        float *dx = up(be, x, sizeof x), *dthr = up(be, thr_base, sizeof thr_base);
+        int32_t *dn = up(be, n_rows, sizeof n_rows), *dk = up(be, k_rows, sizeof k_rows);
+        int32_t *dcnt = up(be, NULL, sizeof wc), *didx = up(be, NULL, sizeof wi);
+        int32_t *dkc = up(be, NULL, sizeof wk);
+        CU_ASSERT_EQUAL(ig_be_count_greater(be, dx, LDX, ROWS, N, dn, dthr, -0.25f, dcnt, &err),
+                        IG_OK);
+        CU_ASSERT_EQUAL(ig_be_topk(be, dx, LDX, ROWS, N, dn, 0, dk, didx, LDI, dkc, &err), IG_OK);
+        down(be, bi ? gc : wc, dcnt, sizeof wc);
+        down(be, bi ? gk : wk, dkc, sizeof wk);
+        down(be, bi ? gi : wi, didx, sizeof wi);
+        if (bi > 0) {
+            int same_c = !memcmp(wc, gc, sizeof wc), same_k = !memcmp(wk, gk, sizeof wk);
+            int same_i = 1;
+            for (int r = 0; r < ROWS; r++)
+                if (memcmp(wi + r * LDI, gi + r * LDI, (size_t)wk[r] * sizeof(int32_t))) same_i = 0;
+            printf("\n    count/topk      %-8s counts %s, top-k counts %s, indices %s",
+                   be->caps.name, same_c ? "equal" : "DIFFER", same_k ? "equal" : "DIFFER",
+                   same_i ? "equal" : "DIFFER");
+            CU_ASSERT(same_c && same_k && same_i);
+        } else {
+            CU_ASSERT_EQUAL(wk[2], 0);   /* k 0 */
+            CU_ASSERT_EQUAL(wk[3], 257); /* k = n: every element */
+            CU_ASSERT_EQUAL(wk[5], 0);   /* an empty row */
+            /* the CPU table against the definitions, computed here (the host tables share their
+             * row loops, so cpu-ref alone would not see a slip in them) */
+            for (int r = 0; r < ROWS; r++) {
+                int32_t c = 0;
+                for (int i = 0; i < n_rows[r]; i++) c += x[r * LDX + i] > thr_base[r] + -0.25f;
+                CU_ASSERT_EQUAL(wc[r], c);
+                CU_ASSERT_EQUAL(wk[r], k_rows[r] < n_rows[r] ? k_rows[r] : n_rows[r]);
+            }
+            float kth = INFINITY; /* row 0: ascending, and no unselected value above a selected */
+            for (int j = 0; j < wk[0]; j++) {
+                if (j) CU_ASSERT(wi[j] > wi[j - 1]);
+                if (x[wi[j]] < kth) kth = x[wi[j]];
+            }
+            int above = 0;
+            for (int i = 0; i < N; i++) above += x[i] > kth;
+            CU_ASSERT(above < wk[0]);
+            int lower = wk[1] == 25; /* the tie at the top goes to the 25 lowest indices */
+            for (int i = 0; i < 25 && lower; i++) lower = wi[LDI + i] == 5 * i;
+            CU_ASSERT(lower);
+        }
+        void *ptrs[] = {dx, dthr, dn, dk, dcnt, didx, dkc};
+        for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) ig_be_release(be, ptrs[i]);
+    }
+    printf("\n    ");
+}
+
+/* ---- the table and argument checks ---- */
+
+static void test_checks(void) {
+    ig_error err;
+    ig_be_iface t = *g_cpu->iface;
+    CU_ASSERT_EQUAL(ig_be_iface_check(&t, "copy", &err), IG_OK);
+    t.topk = NULL;
+    CU_ASSERT_EQUAL(ig_be_iface_check(&t, "stub", &err), IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "backend stub: no topk op"));
+    t = *g_cpu->iface;
+    t.version = IG_BE_IFACE_VERSION + 1;
+    CU_ASSERT_EQUAL(ig_be_iface_check(&t, "stub", &err), IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "interface version"));
+
+    /* shared argument checks: refused before any table runs, on every backend */
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        float *d = up(be, NULL, 64 * sizeof(float));
+        CU_ASSERT_EQUAL(ig_be_linear(be, d, 1, 30, d, IG_DTYPE_Q4_0, 2, NULL, d, &err),
+                        IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a multiple"));
+        CU_ASSERT_EQUAL(ig_be_rope(be, d, 1, 1, 8, 9, NULL, d, d, &err), IG_ERR_INVALID_ARG);
+        CU_ASSERT_EQUAL(ig_be_partial_scores(be, d, IG_DTYPE_F32, 4, 0, 2, 4, d, 2, 0, 17, d, 4, 0,
+                                             NULL, 0, d, 1, &err),
+                        IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "nq=17"));
+        CU_ASSERT_EQUAL(
+            ig_be_topk(be, d, 8, 1, 8, NULL, 5, NULL, (int32_t *)d, 4, (int32_t *)d, &err),
+            IG_ERR_INVALID_ARG);
+        /* empty work succeeds without touching anything */
+        CU_ASSERT_EQUAL(ig_be_rmsnorm(be, NULL, NULL, 0, 8, 1e-5f, NULL, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_be_count_greater(be, NULL, 4, 0, 4, NULL, NULL, 0, NULL, &err), IG_OK);
+        ig_be_release(be, d);
+    }
+}
+
+void ig_test_register(void) {
+    CU_pSuite s = CU_add_suite("backend", suite_init, suite_clean);
+    CU_add_test(s, "norms_rope_elementwise", test_norms_rope_elementwise);
+    CU_add_test(s, "linear", test_linear);
+    CU_add_test(s, "partial_scores", test_partial_scores);
+    CU_add_test(s, "count_and_topk", test_count_and_topk);
+    CU_add_test(s, "checks", test_checks);
+}
