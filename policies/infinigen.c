@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "core/log.h"
+/* InfiniGen reads the next layer's W_q itself (ig_model_layer): issue 18 step 4 hands it in */
+#include "core/model/model.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "policies/infinigen_skew.h"
 

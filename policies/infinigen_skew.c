@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/model/model.h"
 #include "policies/policy.h"
 
 /* ---- shapes ---- */

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "core/model/model.h"
+#include "core/model/model_config.h"
 #include "core/status.h"
 
 #define IG_SKEW_MAGIC   "IGSKEW\r\n" /* 8 bytes; the CR LF catches text-mode mangling */

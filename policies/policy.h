@@ -19,7 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/model/model.h"
+#include "core/dtype.h"
+#include "core/model/model_config.h"
 #include "core/status.h"
 #include "offload/kv_format.h"
 

@@ -9,38 +9,9 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
+#include "core/model/model_config.h"
 #include "core/status.h"
 #include "core/tokenizer/tokenizer.h"
-
-typedef enum ig_arch {
-    IG_ARCH_OPT = 0,   /* learned positions (+2), pre-LayerNorm, ReLU MLP, biases */
-    IG_ARCH_LLAMA = 1, /* RMSNorm, RoPE, SwiGLU, grouped-query attention */
-} ig_arch;
-
-typedef enum ig_model_format {
-    IG_FORMAT_HF = 0, /* directory: config.json + safetensors + tokenizer.json */
-    IG_FORMAT_GGUF = 1,
-} ig_model_format;
-
-typedef struct ig_model_config {
-    ig_arch arch;
-    int n_layer;
-    int d_model;
-    int n_head;
-    int n_kv_head;
-    int head_dim;
-    int d_ffn;
-    int vocab;
-    int max_pos;    /* context length the model was trained for */
-    float norm_eps; /* LayerNorm / RMSNorm epsilon */
-    float rope_theta;
-    int rot_dim;    /* dims rotated by RoPE (Llama), usually head_dim */
-    int pos_offset; /* OPT's learned-position offset (2) */
-    int attn_bias;  /* q/k/v/o projections have biases */
-    int mlp_bias;
-    int tied_embeddings;
-    int32_t bos, eos; /* -1 when absent */
-} ig_model_config;
 
 /* A 2-D weight matrix [rows = out features][cols = in features], row-major, in `dtype`. */
 typedef struct ig_weight {
@@ -60,8 +31,6 @@ typedef struct ig_layer {
     ig_weight w_down; /* OPT fc2 */
     const float *b_up, *b_down;
 } ig_layer;
-
-typedef struct ig_model ig_model;
 
 typedef struct ig_model_load_opts {
     /* storage dtype of matrices: f32 (default), f16, bf16, or a quantized weight format (q4g64,
