@@ -28,6 +28,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/backend.h"
 #include "tests/test_util.h"
+#include "tests/toy_policy.h"
 
 /* max |gpu - cpu| / max |cpu| over a step's logits, up to the first step whose tokens differ.
  * f32 GEMMs: the same f16-valued weights and f32 activations on both sides, so only summation order
@@ -60,6 +61,7 @@ typedef struct gen_result {
     float *logits; /* [N_GEN][N_SEQ][vocab] */
     ig_kv_stats kv;
     int backend;
+    char budget[256]; /* the policy's budget in words (the toy names its backend there) */
 } gen_result;
 
 /* Prompts of different lengths, prefilled together, then N_GEN greedy steps for all sequences. */
@@ -122,6 +124,9 @@ static int generate(const ig_model *m, ig_backend_kind backend, int f32, const c
         }
     }
     out->kv = ig_engine_get_kv_stats(e);
+    ig_policy_budget_info bi;
+    ig_engine_policy_budget(e, &bi);
+    snprintf(out->budget, sizeof out->budget, "%s", bi.budget);
     ig_engine_free(e);
     ig_policy_params_free(params);
     return rc;
@@ -138,6 +143,11 @@ static void compare1(const char *model, const ig_model *m, const char *policy,
     CU_ASSERT_EQUAL(a, 0);
     CU_ASSERT_EQUAL(b, 0);
     CU_ASSERT_EQUAL(gpu.backend, IG_BACKEND_CUDA);
+    if (a == 0 && b == 0 && policy && !strcmp(policy, "toy-random")) {
+        /* its top-k ran on each engine's own backend table */
+        CU_ASSERT_PTR_NOT_NULL(strstr(cpu.budget, "top-k on the cpu backend"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(gpu.budget, "top-k on the cuda backend"));
+    }
     if (a == 0 && b == 0) {
         size_t V = (size_t)ig_model_get_config(m)->vocab;
         int same = !memcmp(cpu.tokens, gpu.tokens, sizeof cpu.tokens);
@@ -196,14 +206,21 @@ static void compare(const char *model, const ig_model *m, const char *policy,
 
 static const char *k_h2o[] = {"heavy_ratio=0.3", "recent_ratio=0.2"};
 static const char *k_inf[] = {"alpha=4", "dense_layers=0"};
+static const char *k_toy[] = {"fraction=0.4"};
 
 static void all_policies(const char *name, const ig_model *m) {
+    /* tests/toy_policy.c computes its selection through the run's backend table: on the CUDA
+     * engine the GPU's top-k, on the CPU engine the CPU's, from the same code */
+    ig_error err;
+    if (!ig_policy_find(ig_toy_random_policy.name))
+        CU_ASSERT_EQUAL_FATAL(ig_policy_register(&ig_toy_random_policy, &err), IG_OK);
     compare(name, m, NULL, NULL, 0, IG_KV_ACCESS_AUTO, 0);
     compare(name, m, "full", NULL, 0, IG_KV_ACCESS_AUTO, 0);
     compare(name, m, "full", NULL, 0, IG_KV_ACCESS_CPU, 0);
     compare(name, m, "h2o", k_h2o, 2, IG_KV_ACCESS_AUTO, 0);
     compare(name, m, "infinigen", k_inf, 2, IG_KV_ACCESS_AUTO, 0);
     compare(name, m, "int4", NULL, 0, IG_KV_ACCESS_AUTO, 0);
+    compare(name, m, "toy-random", k_toy, 1, IG_KV_ACCESS_AUTO, 0);
 }
 
 static void fixture(const char *name) {

@@ -430,7 +430,7 @@ static ig_status policy_open(policy_run *r, int mi, int n_slots, int max_ctx,
     IG_TRY(ig_policy_params_parse(r->ops, sets, n_sets, &r->params, err));
     r->st = calloc(1, r->ops->state_size);
     const ig_model *m = g_models[mi];
-    ig_policy_env env = {m, ig_model_get_config(m), n_slots, max_ctx, IG_DTYPE_F32};
+    ig_policy_env env = {m, ig_model_get_config(m), n_slots, max_ctx, IG_DTYPE_F32, NULL};
     ig_status rc = r->ops->init(r->st, &env, r->params, &r->caps, err);
     if (rc != IG_OK) {
         free(r->st);

@@ -40,6 +40,7 @@ struct ig_kv_run {
     ig_engine *e;
     const ig_policy_ops *ops;  /* = &ops_res */
     ig_policy_ops ops_res;     /* the policy's table resolved: no NULL lifetime hooks */
+    ig_be *be;                 /* the policy's backend (ig_policy_env.be), freed after fini */
     const ig_link_model *link; /* on: gathers and decode stores of host slots are throttled */
     void *st;
     ig_policy_caps caps;
@@ -138,7 +139,9 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->kv_dtype = o->kv_dtype;
     r->st = ig_calloc(1, ops->state_size ? ops->state_size : 1, err);
     if (!r->st) return IG_ERR_NOMEM;
-    ig_policy_env env = {e->model, c, o->max_seqs, o->max_ctx, o->kv_dtype};
+    /* the policy's backend: the engine's kind (its own context and stream on CUDA) */
+    IG_TRY(e->cu ? ig_be_cuda_create(0, &r->be, err) : ig_be_cpu_create(&r->be, err));
+    ig_policy_env env = {e->model, c, o->max_seqs, o->max_ctx, o->kv_dtype, r->be};
     r->caps.codec.kind = o->kv_dtype == IG_DTYPE_F16 ? IG_KV_CODEC_F16 : IG_KV_CODEC_F32;
     ig_policy_params *own_params = NULL;
     const ig_policy_params *params = o->policy_params;
@@ -305,6 +308,7 @@ void ig_kv_run_free(ig_kv_run *r) {
     ig_xfer_free(r->xq); /* runs the jobs still queued (stores included) before it returns */
     if (r->st && r->ops) r->ops->fini(r->st);
     free(r->st);
+    ig_be_free(r->be); /* after fini: the policy's buffers are on it */
     ig_kv_home_free(r->home);
     for (int b = 0; b < 2; b++) {
         free(r->sel_e[b]);
