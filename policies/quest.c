@@ -49,12 +49,6 @@ float ig_quest_page_bound(const float *q, const float *kmin, const float *kmax, 
     return s;
 }
 
-static int64_t quest_capacity(const void *st, int layer, int64_t n_tokens) {
-    (void)st;
-    (void)layer;
-    return n_tokens;
-}
-
 static size_t page_index(const quest_state *s, int layer, int slot, int head, int64_t page) {
     return (((size_t)(layer - s->dense_layers) * (size_t)s->S + (size_t)slot) * (size_t)s->G +
             (size_t)head) *
@@ -255,7 +249,7 @@ const ig_policy_ops ig_policy_quest = {
     /* .state_size = */ sizeof(quest_state),
     /* .init = */ quest_init,
     /* .fini = */ quest_fini,
-    /* .capacity = */ quest_capacity,
+    /* .capacity = */ NULL, /* every token */
     /* .reset_slot = */ quest_reset_slot,
     /* .on_prefill = */ NULL,
     /* .on_append = */ quest_on_append,

@@ -54,10 +54,6 @@ static ig_status streaming_init(void *st, const ig_policy_env *env, const ig_pol
     return IG_OK;
 }
 
-static void streaming_fini(void *st) {
-    (void)st;
-}
-
 /* The oldest entries first, skipping the sinks; the sinks themselves only if nothing else is left
  * (the capacity rule keeps that from happening). Positions in a table are distinct, so each pass
  * takes the smallest position above the previous victim's. */
@@ -114,7 +110,7 @@ const ig_policy_ops ig_policy_streaming = {
     /* .n_params = */ (int)(sizeof streaming_params / sizeof streaming_params[0]),
     /* .state_size = */ sizeof(streaming_state),
     /* .init = */ streaming_init,
-    /* .fini = */ streaming_fini,
+    /* .fini = */ NULL,
     /* .capacity = */ streaming_capacity,
     /* .reset_slot = */ NULL,
     /* .on_prefill = */ NULL,

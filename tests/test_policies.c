@@ -542,7 +542,7 @@ static void test_versions_and_cost_terms(void) {
     memset(&caps0, 0, sizeof caps0);
     CU_ASSERT_EQUAL(r.init(NULL, NULL, NULL, &caps0, &err), IG_OK);
     CU_ASSERT_EQUAL(caps0.dense, 0);
-    t = *ig_policy_find("quest"); /* a table's own hooks are kept */
+    t = *ig_policy_find("infinigen"); /* a table's own hooks are kept */
     CU_ASSERT_EQUAL_FATAL(ig_policy_ops_resolve(&t, &r, &err), IG_OK);
     CU_ASSERT(r.init == t.init && r.fini == t.fini && r.capacity == t.capacity);
 
