@@ -9,7 +9,8 @@
  * and the host. Ops are queued in order on the backend's one stream and may return before they
  * finish (CUDA); ig_be_download and ig_be_sync wait for everything queued before them. Each op
  * validates its sizes first and returns IG_ERR_INVALID_ARG naming the argument; an empty op (no
- * rows) succeeds without work.
+ * rows) succeeds without work. A backend is used by one thread at a time (its scratch and its
+ * stream are shared); the cpu table parallelises each batched op itself.
  *
  * Semantics are those of the CPU kernels named beside each op (kernels/cpu/cpu_kernels.h): the
  * tables agree exactly on integer results (counts, indices, with their rules for ties and NaN)

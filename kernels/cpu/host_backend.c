@@ -1,7 +1,10 @@
 /* Two backend tables over host memory (kernels/backend_iface.h): "cpu", the optimized CPU kernels,
  * and "cpu-ref", the scalar references of cpu_ref.c (double accumulation, sorting top-k), which
  * tests run beside the others as a third, independent backend. Both are the same table over a
- * different set of row kernels; the batched ops loop over rows and tables here. */
+ * different set of row kernels; the batched ops loop over rows and tables here, in parallel on the
+ * cpu table (OpenMP, ig_cpu_get_threads() threads; rows are independent, so the results do not
+ * depend on the thread count) and in order on the reference. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,14 +27,22 @@ typedef struct host_kernels {
                            const float *q, int64_t ldq, int nq, float *out, int64_t ldo,
                            float *col_max, float *row_max);
     int64_t (*count_greater)(const float *x, int64_t n, float thr);
-    int reference; /* topk by ig_ref_topk, else ig_cpu_topk with a workspace */
+    int reference; /* topk by ig_ref_topk, else ig_cpu_topk with a workspace; serial loops */
 } host_kernels;
 
 typedef struct host_ctx {
     const host_kernels *k;
-    void *ws; /* ig_cpu_topk's workspace, grown once */
+    void *ws; /* ig_cpu_topk's workspaces, one per thread, grown once */
     size_t ws_bytes;
 } host_ctx;
+
+/* Threads for a batched op of `items` independent rows or tables. */
+static int host_threads(const ig_be *be, int items) {
+    const host_ctx *c = be->ctx;
+    if (c->k->reference || items < 2) return 1;
+    int t = ig_cpu_get_threads();
+    return t < items ? t : items;
+}
 
 static int64_t ref_count_greater(const float *x, int64_t n, float thr) {
     int64_t c = 0;
@@ -140,6 +151,8 @@ static ig_status host_partial_scores(ig_be *be, const void *keys, ig_dtype kt, i
                                      float *row_max, int tables, ig_error *err) {
     (void)err;
     size_t esz = kt == IG_DTYPE_F16 ? 2 : 4;
+    int nt = host_threads(be, tables);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int t = 0; t < tables; t++)
         K(be)->partial_scores((const char *)keys + (size_t)t * (size_t)keys_stride * esz, kt, ld,
                               kc, n, q + (size_t)t * (size_t)q_stride, ldq, nq,
@@ -153,6 +166,8 @@ static ig_status host_count_greater(ig_be *be, const float *x, int64_t ldx, int 
                                     const int32_t *n_rows, const float *thr_base, float thr_add,
                                     int32_t *counts, ig_error *err) {
     (void)err;
+    int nt = host_threads(be, rows);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int r = 0; r < rows; r++) {
         int64_t nr = n_rows ? n_rows[r] : n;
         if (nr > n) nr = n;
@@ -167,29 +182,38 @@ static ig_status host_topk(ig_be *be, const float *x, int64_t ldx, int rows, int
                            const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
                            int64_t ld_idx, int32_t *counts, ig_error *err) {
     host_ctx *c = be->ctx;
+    for (int r = 0; r < rows; r++) { /* the sizes first: a refused row leaves every row alone */
+        int64_t nr = n_rows ? n_rows[r] : n, kr = k_rows ? k_rows[r] : k;
+        if (nr > n) nr = n;
+        if (kr > nr) kr = nr;
+        if (kr > ld_idx)
+            return ig_error_set(err, IG_ERR_INVALID_ARG, "topk: row %d: k=%lld > ld_idx=%lld", r,
+                                (long long)kr, (long long)ld_idx);
+    }
+    int nt = host_threads(be, rows);
+    size_t per = c->k->reference ? 0 : (ig_cpu_topk_ws_bytes(n) + 63) / 64 * 64;
+    if (per * (size_t)nt > c->ws_bytes) {
+        void *ws = realloc(c->ws, per * (size_t)nt);
+        if (!ws)
+            return ig_error_set(err, IG_ERR_NOMEM, "topk: workspace of %zu bytes",
+                                per * (size_t)nt);
+        c->ws = ws;
+        c->ws_bytes = per * (size_t)nt;
+    }
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int r = 0; r < rows; r++) {
         int64_t nr = n_rows ? n_rows[r] : n, kr = k_rows ? k_rows[r] : k;
         if (nr > n) nr = n;
         if (nr < 0) nr = 0;
         if (kr > nr) kr = nr;
         if (kr < 0) kr = 0;
-        if (kr > ld_idx)
-            return ig_error_set(err, IG_ERR_INVALID_ARG, "topk: row %d: k=%lld > ld_idx=%lld", r,
-                                (long long)kr, (long long)ld_idx);
         const float *xr = x + (size_t)r * (size_t)ldx;
         int32_t *out = idx + (size_t)r * (size_t)ld_idx;
-        if (c->k->reference) {
+        if (c->k->reference)
             counts[r] = (int32_t)ig_ref_topk(xr, nr, kr, out);
-            continue;
-        }
-        size_t need = ig_cpu_topk_ws_bytes(nr);
-        if (need > c->ws_bytes) {
-            void *ws = realloc(c->ws, need);
-            if (!ws) return ig_error_set(err, IG_ERR_NOMEM, "topk: workspace of %zu bytes", need);
-            c->ws = ws;
-            c->ws_bytes = need;
-        }
-        counts[r] = (int32_t)ig_cpu_topk(xr, nr, kr, out, c->ws, c->ws_bytes);
+        else
+            counts[r] = (int32_t)ig_cpu_topk(
+                xr, nr, kr, out, (char *)c->ws + per * (size_t)omp_get_thread_num(), per);
     }
     return IG_OK;
 }
