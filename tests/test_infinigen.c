@@ -289,7 +289,7 @@ static void test_gather_attention_kernel(void) {
                                         .k_extra = ek,
                                         .v_extra = ev,
                                         .n_extra = n_extra};
-                    size_t wsn = ig_cpu_attention_gather_ws_floats(H, ROWS + 2, 2);
+                    size_t wsn = ig_cpu_attention_gather_ws_floats(H, ROWS + 2);
                     float *ws = malloc(wsn * sizeof(float));
                     ig_cpu_attention_gather(&a, q, ws, wsn, probs, ROWS + 2, out);
                     ig_ref_attention_gather(&a, q, pref, ROWS + 2, ref);

@@ -1046,7 +1046,7 @@ static void check_gather_enc(ig_rng *r, enc_case c, int n_extra) {
                         .k_extra = ex,
                         .v_extra = ex + (size_t)(n_extra ? n_extra : 1) * G * hd,
                         .n_extra = n_extra};
-    size_t wsn = ig_cpu_attention_gather_ws_floats(H, ps, 0);
+    size_t wsn = ig_cpu_attention_gather_ws_floats(H, ps);
     float *ws = malloc(wsn * 4);
     CU_ASSERT_FATAL(ws != NULL);
     ig_cpu_attention_gather(&a, q, ws, wsn, p1, ps, o1);

@@ -263,8 +263,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     }
     r->probs_stride = (int64_t)capz + 1;
     r->probs = falloc(H * (size_t)r->probs_stride, err);
-    r->gws_floats =
-        ig_cpu_attention_gather_ws_floats(r->H, (int64_t)capz + 1, ig_cpu_get_threads());
+    r->gws_floats = ig_cpu_attention_gather_ws_floats(r->H, (int64_t)capz + 1);
     r->gws = falloc(r->gws_floats, err);
     r->extra_k = falloc(G * hd, err);
     r->extra_v = falloc(G * hd, err);

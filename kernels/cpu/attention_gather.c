@@ -57,8 +57,7 @@ static const float *row_f32(const ig_gather_attn *a, int g, int64_t j, int is_v,
     return tmp;
 }
 
-size_t ig_cpu_attention_gather_ws_floats(int n_head, int64_t max_rows, int n_threads) {
-    (void)n_threads; /* a slice per head: encoded rows are attended a KV group's heads at a time */
+size_t ig_cpu_attention_gather_ws_floats(int n_head, int64_t max_rows) {
     return (size_t)(n_head > 0 ? n_head : 1) * (size_t)((max_rows + 15) & ~(int64_t)15);
 }
 
@@ -160,13 +159,20 @@ IG_TARGET_AVX512 IG_INLINE void group_avx512_enc(const ig_gather_attn *a, int g,
         for (int c = 0; c < nc; c++) _mm512_storeu_ps(oh[b] + 16 * c, o[b * nc + c]);
 }
 
-/* The heads of KV group g over encoded rows, one decode per row for all of them; 0 when this
- * shape has no such path. ws: a slice of `slice` floats per head of the group. */
-IG_TARGET_AVX512 static int group_rows_avx512(const ig_gather_attn *a, int g, const float *q,
-                                              float *ws, size_t slice, const ig_vec_ops *v,
-                                              float *probs, int64_t probs_stride, float *out) {
+/* Whether group_rows_avx512 takes this shape: encoded rows, heads of 64 or 128, and a group whose
+ * queries and outputs fit the registers. */
+static int group_path_ok(const ig_gather_attn *a) {
+    int group = a->n_head / a->n_kv_head;
+    return a->enc != IG_ROWS_F32 && group > 1 && (a->hd == 64 || a->hd == 128) &&
+           group * (a->hd / 16) <= 16;
+}
+
+/* The heads of KV group g over encoded rows (a shape group_path_ok accepts), one decode per row
+ * for all of them. ws: a slice of `slice` floats per head of the group. */
+IG_TARGET_AVX512 static void group_rows_avx512(const ig_gather_attn *a, int g, const float *q,
+                                               float *ws, size_t slice, const ig_vec_ops *v,
+                                               float *probs, int64_t probs_stride, float *out) {
     int group = a->n_head / a->n_kv_head, hd = a->hd, nc = hd / 16;
-    if (a->enc == IG_ROWS_F32 || (hd != 64 && hd != 128) || group * nc > 16) return 0;
     const float *qh[16];
     float *s[16], *oh[16];
     for (int b = 0; b < group; b++) {
@@ -188,7 +194,6 @@ IG_TARGET_AVX512 static int group_rows_avx512(const ig_gather_attn *a, int g, co
         for (int b = 0; b < group; b++)
             memcpy(probs + (size_t)(g * group + b) * (size_t)probs_stride, s[b],
                    (size_t)n * sizeof(float));
-    return 1;
 }
 
 IG_TARGET_AVX512 static int head_rows_avx512(const ig_gather_attn *a, int g, const float *qh,
@@ -244,18 +249,16 @@ void ig_cpu_attention_gather(const ig_gather_attn *a, const float *q, float *ws,
     int threads = ig_cpu_threads_for((int64_t)a->n_head * max_rows * a->hd, 16384);
 #if IG_X86
     /* encoded rows with grouped heads: a task per KV group, each row decoded once for its heads */
-    int group = a->n_head / a->n_kv_head;
-    if (a->enc != IG_ROWS_F32 && group > 1 && ig_cpu_simd_level() == IG_SIMD_AVX512) {
+    if (group_path_ok(a) && ig_cpu_simd_level() == IG_SIMD_AVX512) {
+        int group = a->n_head / a->n_kv_head;
         int gt = threads < a->n_kv_head ? threads : a->n_kv_head;
         if (gt * group > fit) gt = fit / group;
         if (gt >= 1) {
-            int done = 1;
-#pragma omp parallel for num_threads(gt) schedule(static) reduction(& : done)
+#pragma omp parallel for num_threads(gt) schedule(static)
             for (int g = 0; g < a->n_kv_head; g++)
-                done &=
-                    group_rows_avx512(a, g, q, ws + (size_t)omp_get_thread_num() * group * slice,
-                                      slice, v, probs, probs_stride, out);
-            if (done) return;
+                group_rows_avx512(a, g, q, ws + (size_t)omp_get_thread_num() * group * slice, slice,
+                                  v, probs, probs_stride, out);
+            return;
         }
     }
 #endif

@@ -41,8 +41,8 @@ typedef struct ig_gather_attn {
 } ig_gather_attn;
 
 /* Floats of workspace for a call with at most max_rows rows per head (selection + extra): a
- * slice per head (n_threads is not used; kept for the callers). */
-size_t ig_cpu_attention_gather_ws_floats(int n_head, int64_t max_rows, int n_threads);
+ * slice per head (encoded rows are attended a KV group's heads at a time). */
+size_t ig_cpu_attention_gather_ws_floats(int n_head, int64_t max_rows);
 /* q: [n_head][hd]; out: [n_head][hd]; probs (optional): [n_head][probs_stride], the selection's
  * probabilities first, then the extra rows'. */
 void ig_cpu_attention_gather(const ig_gather_attn *a, const float *q, float *ws, size_t ws_floats,
