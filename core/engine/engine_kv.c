@@ -137,18 +137,23 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->d = c->d_model;
     r->max_new = o->max_batch_tokens;
     r->kv_dtype = o->kv_dtype;
-    r->st = ig_calloc(1, ops->state_size ? ops->state_size : 1, err);
-    if (!r->st) return IG_ERR_NOMEM;
     /* the policy's backend: the engine's kind (its own context and stream on CUDA) */
     IG_TRY(e->cu ? ig_be_cuda_create(0, &r->be, err) : ig_be_cpu_create(&r->be, err));
-    ig_policy_env env = {e->model, c, o->max_seqs, o->max_ctx, o->kv_dtype, r->be};
-    r->caps.codec.kind = o->kv_dtype == IG_DTYPE_F16 ? IG_KV_CODEC_F16 : IG_KV_CODEC_F32;
     ig_policy_params *own_params = NULL;
     const ig_policy_params *params = o->policy_params;
     if (!params) {
         IG_TRY(ig_policy_params_parse(ops, NULL, 0, &own_params, err));
         params = own_params;
     }
+    /* the state exists only once init is about to run, so that ig_kv_run_free calls fini only on
+     * a state init has seen */
+    r->st = ig_calloc(1, ops->state_size ? ops->state_size : 1, err);
+    if (!r->st) {
+        ig_policy_params_free(own_params);
+        return IG_ERR_NOMEM;
+    }
+    ig_policy_env env = {e->model, c, o->max_seqs, o->max_ctx, o->kv_dtype, r->be};
+    r->caps.codec.kind = o->kv_dtype == IG_DTYPE_F16 ? IG_KV_CODEC_F16 : IG_KV_CODEC_F32;
     ig_status rc = ops->init(r->st, &env, params, &r->caps, err);
     ig_policy_params_free(own_params);
     if (rc != IG_OK) {
