@@ -100,8 +100,8 @@ void ig_test_igen(ig_test_run *r, const char *env, const char *args) {
 }
 
 static void usage(const char *argv0) {
-    printf("usage: %s [--list] [SUITE [TEST]]\n"
-           "Runs this program's CUnit suites (all, one suite, or one test of a suite).\n"
+    printf("usage: %s [--list] [SUITE [TEST...]]\n"
+           "Runs this program's CUnit suites (all, one suite, or the named tests of a suite).\n"
            "Exit status: number of failed assertions' tests; 77 if skipped.\n",
            argv0);
 }
@@ -140,6 +140,8 @@ int main(int argc, char **argv) {
         CU_cleanup_registry();
         return 0;
     }
+    /* CUnit's counts describe its last run only: a run of several named tests adds them up */
+    unsigned failed_tests = 0, failed_asserts = 0, ran_asserts = 0;
     if (argc > 1) {
         CU_pSuite s = CU_get_suite(argv[1]);
         if (!s) {
@@ -147,23 +149,28 @@ int main(int argc, char **argv) {
             CU_cleanup_registry();
             return 2;
         }
-        if (argc > 2) {
-            CU_pTest t = CU_get_test(s, argv[2]);
-            if (!t) {
-                fprintf(stderr, "no test named '%s' in suite '%s'\n", argv[2], argv[1]);
+        for (int i = 2; i < argc; i++)
+            if (!CU_get_test(s, argv[i])) {
+                fprintf(stderr, "no test named '%s' in suite '%s' (try --list)\n", argv[i],
+                        argv[1]);
                 CU_cleanup_registry();
                 return 2;
             }
-            CU_basic_run_test(s, t);
-        } else {
-            CU_basic_run_suite(s);
+        for (int i = argc == 2 ? 1 : 2; i < argc; i++) {
+            if (argc == 2)
+                CU_basic_run_suite(s);
+            else
+                CU_basic_run_test(s, CU_get_test(s, argv[i]));
+            failed_tests += CU_get_number_of_tests_failed();
+            failed_asserts += CU_get_number_of_failures();
+            ran_asserts += CU_get_number_of_asserts();
         }
     } else {
         CU_basic_run_tests();
+        failed_tests = CU_get_number_of_tests_failed();
+        failed_asserts = CU_get_number_of_failures();
+        ran_asserts = CU_get_number_of_asserts();
     }
-    unsigned failed_tests = CU_get_number_of_tests_failed();
-    unsigned failed_asserts = CU_get_number_of_failures();
-    unsigned ran_asserts = CU_get_number_of_asserts();
     CU_cleanup_registry();
     remove_tmpdir();
     if (failed_tests || failed_asserts) return (int)(failed_tests ? failed_tests : 1);

@@ -329,7 +329,8 @@ static void test_dense_layers_access(void) {
 /* InfiniGen's budget modes on the default model: the measured fraction of rows read in the
  * speculated layers is within 10% of the budget (fixed: exactly the budget, rounded down per
  * head; adaptive: the threshold with alpha adapted per layer), and the budget accounting fields
- * are present. */
+ * are present. 128 decode steps after a 64-token prompt (measured off by at most 4.8%, adaptive at
+ * 0.1; 4.0% with 256 steps). */
 static void test_infinigen_budget(void) {
     const char *model = ig_test_default_model();
     if (!model) {
@@ -345,7 +346,7 @@ static void test_infinigen_budget(void) {
         for (int b = r; b == r; b++) {
             char args[4600];
             snprintf(args, sizeof args,
-                     "ppl --text '%s/README.md' --ctx 320 --windows 1 --prefill 64 --policy "
+                     "ppl --text '%s/README.md' --ctx 192 --windows 1 --prefill 64 --policy "
                      "infinigen --set fetch_rule=%s --set max_fetch=%g --json --quiet",
                      IG_SOURCE_DIR, rules[r], budgets[b]);
             ig_test_igen(o, env, args);

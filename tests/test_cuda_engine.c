@@ -14,6 +14,9 @@
  *    flips, and selections (h2o, infinigen) and 4-bit bins (int4) may flip too; those cases are
  *    printed, and checked for NaN/Inf only.
  *
+ * A six-layer model with random weights reaches the reuse of per-layer device buffers, which the
+ * two-layer fixtures do not.
+ *
  * Needs a GPU: without one (no driver, no device, cuBLAS cannot start) every test calls
  * ig_test_skip with the probe's reason and ctest reports the program SKIPPED (exit 77). Built as
  * test_cuda_engine_emu, the same program runs on the CUDA emulator (tests/cuda_emu) on any
@@ -240,6 +243,32 @@ static void test_tiny_opt(void) {
     fixture("tiny_opt");
 }
 
+/* Six layers (random weights, GQA): enough for the engine's per-layer device buffers to be reused
+ * (layer 2 takes layer 0's), which the two-layer fixtures never reach; small enough for the eager
+ * interleaving run (tests/CMakeLists.txt), which leaves out the default model. */
+static void test_deep_dummy(void) {
+    if (!need_gpu()) return;
+    ig_model_config c = {.arch = IG_ARCH_LLAMA,
+                         .n_layer = 6,
+                         .d_model = 64,
+                         .n_head = 4,
+                         .n_kv_head = 2,
+                         .head_dim = 16,
+                         .d_ffn = 128,
+                         .vocab = 384,
+                         .max_pos = 128,
+                         .norm_eps = 1e-5f,
+                         .rope_theta = 10000,
+                         .rot_dim = 16,
+                         .bos = -1,
+                         .eos = -1};
+    ig_model *m = NULL;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_model_create_dummy(&c, IG_DTYPE_F16, 11, "deep", &m, &err), IG_OK);
+    all_policies("dummy 6 layers", m);
+    ig_model_free(m);
+}
+
 static void test_default_model(void) {
     if (!need_gpu()) return;
     const char *path = ig_test_default_model();
@@ -282,6 +311,7 @@ void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("cuda_engine", NULL, NULL);
     CU_add_test(s, "tiny llama: CUDA == CPU (greedy, policies)", test_tiny_llama);
     CU_add_test(s, "tiny opt: CUDA == CPU (greedy, policies)", test_tiny_opt);
+    CU_add_test(s, "six layers, dummy weights: CUDA == CPU", test_deep_dummy);
     CU_add_test(s, "default model: CUDA == CPU", test_default_model);
     CU_add_test(s, "tiny llama, compressed weights: CUDA == CPU", test_tiny_llama_quantized);
 }

@@ -16,14 +16,15 @@ if [ ! -f "$text" ]; then
   sets=(--set "workload.text=$repo/README.md")
 fi
 # IGEN_QUICKSTART_REPEAT=N: N timed repeats per point instead of the experiment's 3.
-# IGEN_QUICKSTART_SMOKE=1: one repeat, batch 4, prompts of 128 and 256 tokens (CI's fresh-machine
-# stage: it checks that every part of the job runs on a fresh machine, not its numbers, in a
-# minute instead of eight).
+# IGEN_QUICKSTART_SMOKE=1: one repeat, batch 4, prompts of 128 and 256 tokens, 16 generated, the
+# perplexity over one window of 128 tokens (CI's fresh-machine stage: it checks that every part of
+# the job runs on a fresh machine, not its numbers, in under a minute instead of eight).
 out="$repo/results/quickstart"
 if [ "${IGEN_QUICKSTART_SMOKE:-0}" = 1 ]; then
   out="$repo/results/quickstart-smoke"
   sets+=(--set "measure.repeat=1" --set "workload.batch=4" --set "workload.prompt_len=[128,256]"
-         --output "$out")
+         --set "workload.gen_len=16" --set "workload.ppl.ctx=128" --set "workload.ppl.windows=1"
+         --set "workload.ppl.prefill=32" --output "$out")
 elif [ -n "${IGEN_QUICKSTART_REPEAT:-}" ]; then
   out="$repo/results/quickstart-repeat$IGEN_QUICKSTART_REPEAT"
   sets+=(--set "measure.repeat=$IGEN_QUICKSTART_REPEAT" --output "$out")
