@@ -16,17 +16,17 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
                             "backend %s: interface version %d (this build has %d)", name,
                             t->version, IG_BE_IFACE_VERSION);
     const int set[] = {
-        t->destroy != NULL, t->alloc != NULL,          t->free != NULL,
-        t->upload != NULL,  t->download != NULL,       t->sync != NULL,
-        t->linear != NULL,  t->rmsnorm != NULL,        t->layernorm != NULL,
-        t->rope != NULL,    t->silu_mul != NULL,       t->add != NULL,
-        t->softmax != NULL, t->partial_scores != NULL, t->count_greater != NULL,
-        t->topk != NULL,
+        t->destroy != NULL,       t->alloc != NULL,    t->free != NULL,
+        t->upload != NULL,        t->download != NULL, t->upload2d != NULL,
+        t->sync != NULL,          t->linear != NULL,   t->rmsnorm != NULL,
+        t->layernorm != NULL,     t->rope != NULL,     t->silu_mul != NULL,
+        t->add != NULL,           t->softmax != NULL,  t->partial_scores != NULL,
+        t->count_greater != NULL, t->topk != NULL,
     };
-    static const char *names[] = {"destroy",   "alloc",          "free",          "upload",
-                                  "download",  "sync",           "linear",        "rmsnorm",
-                                  "layernorm", "rope",           "silu_mul",      "add",
-                                  "softmax",   "partial_scores", "count_greater", "topk"};
+    static const char *names[] = {
+        "destroy", "alloc",   "free",           "upload",        "download", "upload2d",
+        "sync",    "linear",  "rmsnorm",        "layernorm",     "rope",     "silu_mul",
+        "add",     "softmax", "partial_scores", "count_greater", "topk"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -56,6 +56,16 @@ ig_status ig_be_download(ig_be *be, void *host_dst, const void *src, size_t byte
     if (bytes == 0) return be->iface->sync(be, err);
     CHECK(host_dst && src, "download: NULL pointer");
     return be->iface->download(be, host_dst, src, bytes, err);
+}
+
+ig_status ig_be_upload2d(ig_be *be, void *dst, size_t dpitch, const void *host_src, size_t spitch,
+                         size_t width, size_t rows, ig_error *err) {
+    if (width == 0 || rows == 0) return IG_OK;
+    CHECK(dst && host_src, "upload2d: NULL pointer");
+    CHECK(dpitch >= width && spitch >= width,
+          "upload2d: width %zu bytes is more than a pitch (dst %zu, src %zu)", width, dpitch,
+          spitch);
+    return be->iface->upload2d(be, dst, dpitch, host_src, spitch, width, rows, err);
 }
 
 ig_status ig_be_sync(ig_be *be, ig_error *err) {

@@ -49,6 +49,8 @@ typedef struct ig_be_iface {
     void (*free)(ig_be *be, void *p);
     ig_status (*upload)(ig_be *be, void *dst, const void *host_src, size_t bytes, ig_error *err);
     ig_status (*download)(ig_be *be, void *host_dst, const void *src, size_t bytes, ig_error *err);
+    ig_status (*upload2d)(ig_be *be, void *dst, size_t dpitch, const void *host_src, size_t spitch,
+                          size_t width, size_t rows, ig_error *err);
     ig_status (*sync)(ig_be *be, ig_error *err);
     /* layer ops */
     ig_status (*linear)(ig_be *be, const float *x, int64_t M, int64_t K, const void *W, ig_dtype wt,
@@ -102,6 +104,10 @@ void *ig_be_alloc(ig_be *be, size_t bytes, ig_error *err);
 void ig_be_release(ig_be *be, void *p);
 ig_status ig_be_upload(ig_be *be, void *dst, const void *host_src, size_t bytes, ig_error *err);
 ig_status ig_be_download(ig_be *be, void *host_dst, const void *src, size_t bytes, ig_error *err);
+/* rows runs of `width` bytes: row r from host_src + r * spitch to dst + r * dpitch (one call for a
+ * strided region, e.g. a column range of every row of a table). Waits like ig_be_upload. */
+ig_status ig_be_upload2d(ig_be *be, void *dst, size_t dpitch, const void *host_src, size_t spitch,
+                         size_t width, size_t rows, ig_error *err);
 ig_status ig_be_sync(ig_be *be, ig_error *err);
 
 /* y[M][N] = x[M][K] W^T (+ bias): ig_cpu_linear; W f32, f16, bf16 or block-quantized. */

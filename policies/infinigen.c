@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "kernels/backend_iface.h"
 /* InfiniGen reads the next layer's W_q itself (ig_model_layer): issue 18 step 4 hands it in */
 #include "core/model/model.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -271,6 +272,28 @@ typedef struct ig_state {
     float *seed_pq;      /* [H][kmax] */
     int32_t *seed_idx;   /* [C] */
     unsigned char *mark; /* [C] */
+    /* Speculation on a device backend (env->be with device memory, the CUDA engine): the partial
+     * key cache mirrored there (its new entries uploaded before each selection), and the steps
+     * after the partial query (partial scores, threshold counts, top-n) run by the backend's ops on
+     * its buffers. NULL be: the host path (the CPU engine, whose table is these same kernels). */
+    ig_be *be;
+    void *pkc_d;        /* [Ls][S][G][kmax][C], as pkc */
+    int64_t *pk_lo;     /* host [Ls][S][G]: first entry written since the last upload */
+    float *pq_d;        /* [S][H][kmax] */
+    float *hs_d;        /* [S][G][group][C] each query head's partial scores */
+    float *ms_d;        /* [S][G][C] the group's max per entry */
+    float *rmax_d;      /* [S][G][group] each query head's best score */
+    int32_t *nrow_d;    /* [S][G][group] entries per score row */
+    int32_t *cnt_d;     /* [S][G][group] threshold counts */
+    int32_t *n_d, *k_d; /* [S][G] entries and tokens to select per (slot, KV head) */
+    int32_t *idx_d;     /* [S][G][C] */
+    int32_t *tcnt_d;    /* [S][G] */
+    int32_t *nrow_h;    /* [S][G][group], then counts */
+    float *rmax_h;      /* [S][G][group] */
+    int32_t *nk_h;      /* [S][G] */
+    int32_t *idx_h;     /* [S][G][C] */
+    long long dev_selections, selections;
+    int dev_failed;
 } ig_state;
 
 #define ROW_CHUNK 256
@@ -290,6 +313,16 @@ static int pool_on(const ig_state *s) {
 }
 
 static void free_state(ig_state *s) {
+    if (s->be) {
+        void *dev[] = {s->pkc_d, s->pq_d, s->hs_d, s->ms_d,  s->rmax_d, s->nrow_d,
+                       s->cnt_d, s->n_d,  s->k_d,  s->idx_d, s->tcnt_d};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ig_be_release(s->be, dev[i]);
+    }
+    free(s->pk_lo);
+    free(s->nrow_h);
+    free(s->rmax_h);
+    free(s->nk_h);
+    free(s->idx_h);
     ig_skew_free(s->skew);
     free(s->wq_skew);
     free(s->alpha_l);
@@ -364,6 +397,37 @@ static ig_status build_opt_weights(ig_state *s, ig_error *err) {
         }
     }
     free(w);
+    return IG_OK;
+}
+
+/* The device side of the speculation (ig_state.be): buffers sized once, as the host scratch. */
+static ig_status device_init(ig_state *s, ig_be *be, ig_error *err) {
+    size_t Ls = (size_t)s->Ls, S = (size_t)s->S, G = (size_t)s->G, H = (size_t)s->H;
+    size_t C = (size_t)s->C, km = (size_t)s->kmax, grp = (size_t)s->group;
+    s->be = be;
+    s->pk_lo = ig_malloc(Ls * S * G * sizeof(int64_t), err);
+    s->nrow_h = ig_malloc(S * H * sizeof(int32_t), err);
+    s->rmax_h = ig_malloc(S * H * sizeof(float), err);
+    s->nk_h = ig_malloc(S * G * sizeof(int32_t), err);
+    s->idx_h = ig_malloc(S * G * C * sizeof(int32_t), err);
+    if (!s->pk_lo || !s->nrow_h || !s->rmax_h || !s->nk_h || !s->idx_h) return IG_ERR_NOMEM;
+    for (size_t i = 0; i < Ls * S * G; i++) s->pk_lo[i] = 0;
+    size_t pk_bytes = Ls * S * G * km * C * s->pk_size;
+    if (!(s->pkc_d = ig_be_alloc(be, pk_bytes, err)) ||
+        !(s->pq_d = ig_be_alloc(be, S * H * km * sizeof(float), err)) ||
+        !(s->hs_d = ig_be_alloc(be, S * G * grp * C * sizeof(float), err)) ||
+        !(s->ms_d = ig_be_alloc(be, S * G * C * sizeof(float), err)) ||
+        !(s->rmax_d = ig_be_alloc(be, S * H * sizeof(float), err)) ||
+        !(s->nrow_d = ig_be_alloc(be, S * H * sizeof(int32_t), err)) ||
+        !(s->cnt_d = ig_be_alloc(be, S * H * sizeof(int32_t), err)) ||
+        !(s->n_d = ig_be_alloc(be, S * G * sizeof(int32_t), err)) ||
+        !(s->k_d = ig_be_alloc(be, S * G * sizeof(int32_t), err)) ||
+        !(s->idx_d = ig_be_alloc(be, S * G * C * sizeof(int32_t), err)) ||
+        !(s->tcnt_d = ig_be_alloc(be, S * G * sizeof(int32_t), err))) {
+        ig_error_prefix(err,
+                        "infinigen: the speculation's buffers on the %s backend: ", be->caps.name);
+        return err->code ? err->code : IG_ERR_NOMEM;
+    }
     return IG_OK;
 }
 
@@ -515,6 +579,10 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
         rc = IG_ERR_NOMEM;
         if (!s->rope_cos || !s->rope_sin) goto fail;
         ig_cpu_rope_table(c->rope_theta, s->rot_dim, s->C, s->rope_cos, s->rope_sin);
+    }
+    if (env->be && env->be->caps.device_memory) {
+        rc = device_init(s, env->be, err);
+        if (rc != IG_OK) goto fail;
     }
     return IG_OK;
 fail:
@@ -688,6 +756,145 @@ static void select_every(const ig_entries_view *ev, int32_t *out, int64_t *n) {
     *n = w;
 }
 
+/* The fetch count per (slot, KV head) from the threshold fractions (s->frac) of one selection,
+ * and fetch_rule=adaptive's step of alpha. */
+static void fetch_counts(ig_state *s, int ls, int n, const ig_entries_view *ev) {
+    int G = s->G, H = s->H;
+    /* the fetch count: the mean over query heads (and the batch) of count / entries */
+    double all = 0, target = 0;
+    for (int i = 0; i < n * H; i++) all += s->frac[i];
+    for (int i = 0; i < n; i++) {
+        double mean = all / (double)(n * H);
+        if (s->scope == SCOPE_SEQUENCE) {
+            mean = 0;
+            for (int h = 0; h < H; h++) mean += s->frac[(size_t)i * (size_t)H + (size_t)h];
+            mean /= H;
+        }
+        for (int g = 0; g < G; g++) {
+            const ig_entries_view *v = &ev[(size_t)i * (size_t)G + (size_t)g];
+            int64_t base = s->budget_window ? (int64_t)s->C : v->n_tokens;
+            int64_t cap = (int64_t)floor(s->max_fetch * (double)base + 1e-9), m;
+            if (cap < 1) cap = 1;
+            if (s->dense_first && v->n_tokens <= cap)
+                m = v->n_used; /* the first rows attend densely */
+            else if (s->fetch_rule == FETCH_FIXED)
+                m = cap < v->n_used ? cap : v->n_used;
+            else if (s->fetch_rule == FETCH_ADAPTIVE)
+                m = ig_infinigen_fetch_count(mean, v->n_used, v->n_tokens, 1.0);
+            else
+                m = ig_infinigen_fetch_count(mean, v->n_used, base, s->max_fetch);
+            s->nsel[(size_t)i * (size_t)G + (size_t)g] = m;
+            target += v->n_tokens > 0 ? (double)cap / (double)v->n_tokens : 0;
+        }
+    }
+    if (s->fetch_rule == FETCH_ADAPTIVE) {
+        /* the fraction counted by the threshold against the budget's, both as decayed
+         * sums (so that the arithmetic mean of the fetched fraction tracks the budget, not
+         * its geometric mean); the count grows monotonically with alpha, so a damped
+         * multiplicative step converges */
+        s->ad_got[ls] = ADAPT_DECAY * s->ad_got[ls] + all / (double)(n * H);
+        s->ad_want[ls] = ADAPT_DECAY * s->ad_want[ls] + target / (double)(n * G);
+        double r = s->ad_got[ls] > 0 ? s->ad_want[ls] / s->ad_got[ls] : 2.0;
+        float a = s->alpha_l[ls] * (float)exp(ADAPT_GAIN * log(r));
+        s->alpha_l[ls] = a < ALPHA_MIN ? ALPHA_MIN : a > ALPHA_MAX ? ALPHA_MAX : a;
+    }
+}
+
+/* Steps 2-4 of a selection on the device backend (ig_state.be), the same rules as the host path
+ * below through the table's ops: partial scores per (slot, KV head), the threshold counts of every
+ * query head at once, the fetch counts on the host (a few numbers), the top-n of every
+ * (slot, KV head) at once; the selected entries come back. Returns 0 where it does not apply (a
+ * pool has freed entries, whose masking is the host path's; groups of more than 16 query heads,
+ * which the host path takes in chunks) or the backend failed (logged once; the host path, whose
+ * partial key cache is the original, takes over). */
+static int select_on_device(ig_state *s, int ls, int n, const int *slots, const ig_entries_view *ev,
+                            ig_selection *out) {
+    int G = s->G, H = s->H, grp = s->group, km = s->kmax, tasks = n * G;
+    if (!s->be || s->dev_failed || grp > 16) return 0;
+    for (int t = 0; t < tasks; t++)
+        if (ev[t].n_used != ev[t].high_water) return 0;
+    ig_be *be = s->be;
+    size_t C = (size_t)s->C, psz = s->pk_size, tab = (size_t)km * C * psz;
+    ig_error err;
+    ig_error_clear(&err);
+    ig_status rc = IG_OK;
+    /* 1. the partial key cache's entries written since the last selection, and the queries */
+    for (int t = 0; t < tasks && rc == IG_OK; t++) {
+        size_t ix = lsg(s, ls, slots[t / G], t % G);
+        int64_t lo = s->pk_lo[ix], hw = ev[t].high_water;
+        if (lo >= hw) continue;
+        size_t off = ix * tab + (size_t)lo * psz;
+        rc = ig_be_upload2d(be, (char *)s->pkc_d + off, C * psz, (const char *)s->pkc + off,
+                            C * psz, (size_t)(hw - lo) * psz, (size_t)s->ncols[ix], &err);
+        if (rc == IG_OK) s->pk_lo[ix] = INT64_MAX;
+    }
+    if (rc == IG_OK)
+        rc = ig_be_upload(be, s->pq_d, s->pq, (size_t)n * (size_t)H * (size_t)km * sizeof(float),
+                          &err);
+    /* 2. scores: each (slot, KV head)'s query heads against its partial keys */
+    for (int t = 0; t < tasks && rc == IG_OK; t++) {
+        int i = t / G, g = t % G;
+        size_t ix = lsg(s, ls, slots[i], g);
+        int64_t hw = ev[t].high_water;
+        for (int hh = 0; hh < grp; hh++) s->nrow_h[t * grp + hh] = (int32_t)hw;
+        rc = ig_be_partial_scores(
+            be, (const char *)s->pkc_d + ix * tab, s->pk_type, s->C, 0, s->ncols[ix], hw,
+            s->pq_d + ((size_t)i * (size_t)H + (size_t)g * (size_t)grp) * (size_t)km, km, 0, grp,
+            s->hs_d + (size_t)t * (size_t)grp * C, s->C, 0, s->ms_d + (size_t)t * C, s->C,
+            s->rmax_d + (size_t)t * (size_t)grp, 1, &err);
+    }
+    /* 3. every query head's count within alpha of its best, then the fetch counts */
+    size_t rows = (size_t)tasks * (size_t)grp;
+    if (rc == IG_OK) rc = ig_be_upload(be, s->nrow_d, s->nrow_h, rows * sizeof(int32_t), &err);
+    if (rc == IG_OK)
+        rc = ig_be_count_greater(be, s->hs_d, s->C, (int)rows, s->C, s->nrow_d, s->rmax_d,
+                                 -s->alpha_l[ls], s->cnt_d, &err);
+    if (rc == IG_OK) rc = ig_be_download(be, s->rmax_h, s->rmax_d, rows * sizeof(float), &err);
+    if (rc == IG_OK) rc = ig_be_download(be, s->nrow_h, s->cnt_d, rows * sizeof(int32_t), &err);
+    if (rc != IG_OK) goto failed;
+    for (int t = 0; t < tasks; t++)
+        for (int hh = 0; hh < grp; hh++) {
+            size_t r = (size_t)t * (size_t)grp + (size_t)hh;
+            int64_t c = ev[t].high_water == 0 || s->rmax_h[r] == -INFINITY ? 0 : s->nrow_h[r];
+            s->frac[(size_t)(t / G) * (size_t)H + (size_t)(t % G) * (size_t)grp + (size_t)hh] =
+                ev[t].n_used > 0 ? (double)c / (double)ev[t].n_used : 0;
+        }
+    fetch_counts(s, ls, n, ev);
+    /* 4. the top-n of every (slot, KV head) by its group's best score per entry */
+    int32_t ld = 1;
+    for (int t = 0; t < tasks; t++) {
+        s->nk_h[t] = (int32_t)s->nsel[t];
+        if (s->nk_h[t] > ld) ld = s->nk_h[t];
+    }
+    rc = ig_be_upload(be, s->k_d, s->nk_h, (size_t)tasks * sizeof(int32_t), &err);
+    for (int t = 0; t < tasks; t++) s->nk_h[t] = (int32_t)ev[t].high_water;
+    if (rc == IG_OK) rc = ig_be_upload(be, s->n_d, s->nk_h, (size_t)tasks * sizeof(int32_t), &err);
+    if (rc == IG_OK)
+        rc = ig_be_topk(be, s->ms_d, s->C, tasks, s->C, s->n_d, 0, s->k_d, s->idx_d, ld, s->tcnt_d,
+                        &err);
+    if (rc == IG_OK)
+        rc = ig_be_download(be, s->idx_h, s->idx_d, (size_t)tasks * (size_t)ld * sizeof(int32_t),
+                            &err);
+    if (rc == IG_OK)
+        rc = ig_be_download(be, s->nk_h, s->tcnt_d, (size_t)tasks * sizeof(int32_t), &err);
+    if (rc != IG_OK) goto failed;
+    for (int t = 0; t < tasks; t++) {
+        int i = t / G, g = t % G;
+        out[i].n[g] = s->nk_h[t];
+        memcpy(out[i].entries + (size_t)g * (size_t)out[i].max_per_head,
+               s->idx_h + (size_t)t * (size_t)ld, (size_t)s->nk_h[t] * sizeof(int32_t));
+    }
+    s->dev_selections++;
+    return 1;
+failed:
+    IG_WARN("infinigen: speculation on the %s backend failed, the host takes over: %s",
+            be->caps.name, err.msg);
+    s->dev_failed = 1;
+    /* the host path selects again; after a failure past fetch_counts, fetch_rule=adaptive's alpha
+     * takes this selection's step twice */
+    return 0;
+}
+
 static void ig_select_ahead(void *st, int layer, int n, const int *slots, const float *x_prev,
                             const ig_entries_view *ev, ig_selection *out) {
     ig_state *s = st;
@@ -741,8 +948,12 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
         }
     }
 
-    /* 2-4 in one parallel region: scores per (slot, KV head), the shared count, top-n */
+    s->selections++;
     int tasks = n * G;
+    /* 2-4 on the device backend where the run has one (not where a pool freed entries) */
+    if (select_on_device(s, ls, n, slots, ev, out)) goto counters;
+
+    /* 2-4 in one parallel region: scores per (slot, KV head), the shared count, top-n */
     int nt = s->threads < tasks ? s->threads : tasks;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
@@ -757,46 +968,7 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
                        s->mscore + (size_t)t * (size_t)s->C);
         }
 #pragma omp single
-        {
-            /* the fetch count: the mean over query heads (and the batch) of count / entries */
-            double all = 0, target = 0;
-            for (int i = 0; i < n * H; i++) all += s->frac[i];
-            for (int i = 0; i < n; i++) {
-                double mean = all / (double)(n * H);
-                if (s->scope == SCOPE_SEQUENCE) {
-                    mean = 0;
-                    for (int h = 0; h < H; h++) mean += s->frac[(size_t)i * (size_t)H + (size_t)h];
-                    mean /= H;
-                }
-                for (int g = 0; g < G; g++) {
-                    const ig_entries_view *v = &ev[(size_t)i * (size_t)G + (size_t)g];
-                    int64_t base = s->budget_window ? (int64_t)s->C : v->n_tokens;
-                    int64_t cap = (int64_t)floor(s->max_fetch * (double)base + 1e-9), m;
-                    if (cap < 1) cap = 1;
-                    if (s->dense_first && v->n_tokens <= cap)
-                        m = v->n_used; /* the first rows attend densely */
-                    else if (s->fetch_rule == FETCH_FIXED)
-                        m = cap < v->n_used ? cap : v->n_used;
-                    else if (s->fetch_rule == FETCH_ADAPTIVE)
-                        m = ig_infinigen_fetch_count(mean, v->n_used, v->n_tokens, 1.0);
-                    else
-                        m = ig_infinigen_fetch_count(mean, v->n_used, base, s->max_fetch);
-                    s->nsel[(size_t)i * (size_t)G + (size_t)g] = m;
-                    target += v->n_tokens > 0 ? (double)cap / (double)v->n_tokens : 0;
-                }
-            }
-            if (s->fetch_rule == FETCH_ADAPTIVE) {
-                /* the fraction counted by the threshold against the budget's, both as decayed
-                 * sums (so that the arithmetic mean of the fetched fraction tracks the budget, not
-                 * its geometric mean); the count grows monotonically with alpha, so a damped
-                 * multiplicative step converges */
-                s->ad_got[ls] = ADAPT_DECAY * s->ad_got[ls] + all / (double)(n * H);
-                s->ad_want[ls] = ADAPT_DECAY * s->ad_want[ls] + target / (double)(n * G);
-                double r = s->ad_got[ls] > 0 ? s->ad_want[ls] / s->ad_got[ls] : 2.0;
-                float a = s->alpha_l[ls] * (float)exp(ADAPT_GAIN * log(r));
-                s->alpha_l[ls] = a < ALPHA_MIN ? ALPHA_MIN : a > ALPHA_MAX ? ALPHA_MAX : a;
-            }
-        }
+        fetch_counts(s, ls, n, ev);
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < tasks; t++) {
             int i = t / G, g = t % G;
@@ -808,6 +980,7 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
         }
     }
 
+counters:
     /* 5. the pool's counters, from this selection */
     if (pool_on(s))
         for (int t = 0; t < tasks; t++) {
@@ -905,6 +1078,7 @@ static void ig_on_append(void *st, int layer, int slot, int head, int64_t e, int
     size_t ix = lsg(s, ls, slot, head);
     const float *ac = s->acols + ix * (size_t)s->kmax * (size_t)s->hd;
     size_t base = ix * (size_t)s->kmax * (size_t)s->C + (size_t)e;
+    if (s->pk_lo && e < s->pk_lo[ix]) s->pk_lo[ix] = e;
     for (int j = 0; j < s->ncols[ix]; j++) {
         float pk = dotf(ac + (size_t)j * (size_t)s->hd, k, s->hd);
         size_t o = base + (size_t)j * (size_t)s->C;
@@ -930,6 +1104,7 @@ static void ig_on_evict(void *st, int layer, int slot, int head, int64_t e) {
     if (layer < s->dense) return;
     size_t ix = lsg(s, layer - s->dense, slot, head);
     char *pk = (char *)s->pkc + (ix * (size_t)s->kmax * (size_t)s->C + (size_t)e) * s->pk_size;
+    if (s->pk_lo && e < s->pk_lo[ix]) s->pk_lo[ix] = e;
     for (int j = 0; j < s->ncols[ix]; j++)
         memset(pk + (size_t)j * (size_t)s->C * s->pk_size, 0, s->pk_size);
 }
@@ -938,6 +1113,7 @@ static void ig_reset_slot(void *st, int slot) {
     ig_state *s = st;
     for (int ls = 0; ls < s->Ls; ls++) {
         s->ready[(size_t)ls * (size_t)s->S + (size_t)slot] = 0;
+        for (int g = 0; s->pk_lo && g < s->G; g++) s->pk_lo[lsg(s, ls, slot, g)] = 0;
         if (s->sel_count) {
             size_t base = lsg(s, ls, slot, 0) * (size_t)s->C, n = (size_t)s->G * (size_t)s->C;
             memset(s->sel_count + base, 0, n * sizeof(int32_t));
@@ -973,6 +1149,11 @@ static const char *ig_budget(const void *st, char *buf, size_t n) {
              s->budget_window ? "window (the engine's context length)" : "current length",
              s->dense_first ? ", every token while the sequence is within the budget" : "",
              s->dense);
+    size_t used = strlen(buf);
+    if (s->be && used < n)
+        snprintf(buf + used, n - used,
+                 "; partial scores, counts and top-n on the %s backend in %lld of %lld selections",
+                 s->be->caps.name, s->dev_selections, s->selections);
     return buf;
 }
 

@@ -17,6 +17,10 @@
  * A six-layer model with random weights reaches the reuse of per-layer device buffers, which the
  * two-layer fixtures do not.
  *
+ * InfiniGen's speculation runs on the CUDA backend's ops (partial scores, threshold counts, top-n)
+ * in every selection of the CUDA engine, and must select what the CPU engine's host path selects
+ * (the f32 cases' identical tokens and byte counts).
+ *
  * Needs a GPU: without one (no driver, no device, cuBLAS cannot start) every test calls
  * ig_test_skip with the probe's reason and ctest reports the program SKIPPED (exit 77). Built as
  * test_cuda_engine_emu, the same program runs on the CUDA emulator (tests/cuda_emu) on any
@@ -150,6 +154,17 @@ static void compare1(const char *model, const ig_model *m, const char *policy,
         /* its top-k ran on each engine's own backend table */
         CU_ASSERT_PTR_NOT_NULL(strstr(cpu.budget, "top-k on the cpu backend"));
         CU_ASSERT_PTR_NOT_NULL(strstr(gpu.budget, "top-k on the cuda backend"));
+    }
+    if (a == 0 && b == 0 && policy && !strcmp(policy, "infinigen")) {
+        /* its speculation after the partial query (scores, counts, top-n) ran on the GPU's ops in
+         * every selection, and on the host path on the CPU engine */
+        const char *on = strstr(gpu.budget, "top-n on the cuda backend in ");
+        long long dev = -1, all = -2;
+        CU_ASSERT_PTR_NOT_NULL(on);
+        if (on)
+            CU_ASSERT_EQUAL(sscanf(on, "top-n on the cuda backend in %lld of %lld", &dev, &all), 2);
+        CU_ASSERT(dev == all && all > 0);
+        CU_ASSERT_PTR_NULL(strstr(cpu.budget, "backend in"));
     }
     if (a == 0 && b == 0) {
         size_t V = (size_t)ig_model_get_config(m)->vocab;

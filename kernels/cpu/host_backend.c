@@ -90,6 +90,15 @@ static ig_status host_copy(ig_be *be, void *dst, const void *src, size_t bytes, 
     return IG_OK;
 }
 
+static ig_status host_copy2d(ig_be *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+                             size_t width, size_t rows, ig_error *err) {
+    (void)be;
+    (void)err;
+    for (size_t r = 0; r < rows; r++)
+        memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return IG_OK;
+}
+
 static ig_status host_sync(ig_be *be, ig_error *err) {
     (void)be;
     (void)err;
@@ -219,10 +228,10 @@ static ig_status host_topk(ig_be *be, const float *x, int64_t ldx, int rows, int
 }
 
 static const ig_be_iface g_host_iface = {
-    IG_BE_IFACE_VERSION, host_destroy,  host_alloc,  host_free,    host_copy,
-    host_copy,           host_sync,     host_linear, host_rmsnorm, host_layernorm,
-    host_rope,           host_silu_mul, host_add,    host_softmax, host_partial_scores,
-    host_count_greater,  host_topk,
+    IG_BE_IFACE_VERSION, host_destroy,       host_alloc,    host_free,   host_copy,
+    host_copy,           host_copy2d,        host_sync,     host_linear, host_rmsnorm,
+    host_layernorm,      host_rope,          host_silu_mul, host_add,    host_softmax,
+    host_partial_scores, host_count_greater, host_topk,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

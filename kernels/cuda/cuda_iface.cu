@@ -59,6 +59,12 @@ ig_status cu_download(ig_be *be, void *dst, const void *src, size_t bytes, ig_er
     return ig_cuda_stream_sync(S(be), err);
 }
 
+ig_status cu_upload2d(ig_be *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+                      size_t width, size_t rows, ig_error *err) {
+    IG_TRY(ig_cuda_copy_2d_async(dst, dpitch, src, spitch, width, rows, S(be), err));
+    return ig_cuda_stream_sync(S(be), err);
+}
+
 ig_status cu_sync(ig_be *be, ig_error *err) {
     return ig_cuda_stream_sync(S(be), err);
 }
@@ -138,23 +144,9 @@ ig_status cu_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
 }
 
 const ig_be_iface g_cuda_iface = {
-    IG_BE_IFACE_VERSION,
-    cu_destroy,
-    cu_alloc,
-    cu_free,
-    cu_upload,
-    cu_download,
-    cu_sync,
-    cu_linear,
-    cu_rmsnorm,
-    cu_layernorm,
-    cu_rope,
-    cu_silu_mul,
-    cu_add,
-    cu_softmax,
-    cu_partial_scores,
-    cu_count_greater,
-    cu_topk,
+    IG_BE_IFACE_VERSION, cu_destroy, cu_alloc,   cu_free,           cu_upload,        cu_download,
+    cu_upload2d,         cu_sync,    cu_linear,  cu_rmsnorm,        cu_layernorm,     cu_rope,
+    cu_silu_mul,         cu_add,     cu_softmax, cu_partial_scores, cu_count_greater, cu_topk,
 };
 
 } // namespace

@@ -1402,9 +1402,14 @@ extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, c
                 Bp = g_gemm_b.data();
                 lb = std::max(1, br);
             }
+            /* one thread, as the rest of the device: OpenBLAS's workers, once woken, spin in
+             * sched_yield between calls and took a core from the other test programs */
+            int blas_threads = openblas_get_num_threads();
+            if (blas_threads != 1) openblas_set_num_threads(1);
             cblas_sgemm(CblasColMajor, tra ? CblasTrans : CblasNoTrans,
                         trb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, Ap, la, Bp, lb, 0.0f,
                         T.data(), m);
+            if (blas_threads != 1) openblas_set_num_threads(blas_threads);
         }
         for (int c = 0; c < n; c++)
             for (int r = 0; r < m; r++) {
