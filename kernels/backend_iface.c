@@ -147,6 +147,9 @@ ig_status ig_be_partial_scores(ig_be *be, const void *keys, ig_dtype kt, int64_t
           "partial_scores: tables=%d n=%lld kc=%d nq=%d (1 to 16)", tables, (long long)n, kc, nq);
     CHECK(ld >= n && ldq >= kc && ldo >= n, "partial_scores: ld=%lld ldq=%lld ldo=%lld",
           (long long)ld, (long long)ldq, (long long)ldo);
+    /* a stride matters only between tables: one table may give any */
+    CHECK(!col_max || tables <= 1 || cm_stride >= n, "partial_scores: cm_stride=%lld < n=%lld",
+          (long long)cm_stride, (long long)n);
     if (tables == 0) return IG_OK;
     CHECK(keys && q && out && row_max, "partial_scores: NULL keys, q, out or row_max");
     return be->iface->partial_scores(be, keys, kt, ld, keys_stride, kc, n, q, ldq, q_stride, nq,

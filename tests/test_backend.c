@@ -363,6 +363,14 @@ static void test_checks(void) {
                                              NULL, 0, d, 1, &err),
                         IG_ERR_INVALID_ARG);
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "nq=17"));
+        /* col_max's stride: refused between overlapping tables, any for one table */
+        CU_ASSERT_EQUAL(ig_be_partial_scores(be, d, IG_DTYPE_F32, 4, 8, 2, 4, d, 2, 2, 1, d, 4, 4,
+                                             d + 32, 3, d + 48, 2, &err),
+                        IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "cm_stride=3"));
+        CU_ASSERT_EQUAL(ig_be_partial_scores(be, d, IG_DTYPE_F32, 4, 0, 2, 4, d, 2, 0, 1, d + 16, 4,
+                                             0, d + 32, 0, d + 48, 1, &err),
+                        IG_OK);
         CU_ASSERT_EQUAL(
             ig_be_topk(be, d, 8, 1, 8, NULL, 5, NULL, (int32_t *)d, 4, (int32_t *)d, &err),
             IG_ERR_INVALID_ARG);

@@ -71,7 +71,7 @@ extern "C" ig_status ig_cuda_partial_scores(const void *keys, ig_dtype kt, int64
     IG_CU_ARG(nq >= 1 && nq <= PS_MAX_ROWS && kc >= 0 && kc <= 512, err, fn);
     IG_CU_ARG(n >= 0 && ld >= n && ldo >= n && ldq >= kc, err, fn);
     IG_CU_ARG(tables >= 0 && tables <= 65535, err, fn);
-    IG_CU_ARG(!col_max || cm_stride >= n, err, fn);
+    IG_CU_ARG(!col_max || tables <= 1 || cm_stride >= n, err, fn);
     if (tables == 0) return IG_OK;
     fill_kernel<<<ig_grid((int64_t)tables * nq, 256), 256, 0, s>>>(row_max, (int64_t)tables * nq,
                                                                    -INFINITY);
