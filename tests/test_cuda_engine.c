@@ -10,9 +10,10 @@
  *    must be identical on every model and policy;
  *  - with f16 GEMMs (the default, tensor cores), where activations are rounded to f16: the logits
  *    must stay within LOGIT_BOUND without a policy and with full, and the default model's tokens
- *    must be identical there. The random-weight tiny_llama has near-tied logits that f16 rounding
- *    flips, and selections (h2o, infinigen) and 4-bit bins (int4) may flip too; those cases are
- *    printed, and checked for NaN/Inf only.
+ *    must be identical without a policy (SmolLM2 runs no policy and infinigen). The
+ *    random-weight tiny_llama has near-tied logits that f16 rounding flips, and selections
+ *    (h2o, infinigen) and 4-bit bins (int4) may flip too; those cases are printed, and checked
+ *    for NaN/Inf only.
  *
  * A six-layer model with random weights reaches the reuse of per-layer device buffers, which the
  * two-layer fixtures do not.
@@ -295,8 +296,10 @@ static void test_default_model(void) {
     ig_model *m = NULL;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_model_load(path, &lo, &m, &err), IG_OK);
+    /* no policy (the device KV cache) and InfiniGen (host home, the speculation on the GPU's ops,
+     * GQA group 3); `full` runs on the fixtures and the six-layer model (a third of this test's
+     * time on the emulator, no path the others miss) */
     compare("default", m, NULL, NULL, 0, IG_KV_ACCESS_AUTO, 1);
-    compare("default", m, "full", NULL, 0, IG_KV_ACCESS_AUTO, 1);
     compare("default", m, "infinigen", k_inf, 2, IG_KV_ACCESS_AUTO, 0);
     ig_model_free(m);
 }
