@@ -19,8 +19,6 @@
 
 #include "core/log.h"
 #include "kernels/backend_iface.h"
-/* InfiniGen reads the next layer's W_q itself (ig_model_layer): issue 18 step 4 hands it in */
-#include "core/model/model.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "policies/infinigen_skew.h"
 
@@ -226,7 +224,7 @@ static const ig_param_spec g_params[] = {
 /* ---- state ---- */
 
 typedef struct ig_state {
-    const ig_model *model;
+    const ig_policy_wq *wq; /* [L]: each layer's W_q, handed in by the engine (ig_policy_env) */
     ig_arch arch;
     int L, H, G, group, hd, d, S, C, rot_dim;
     float scale;
@@ -378,17 +376,17 @@ static ig_status build_opt_weights(ig_state *s, ig_error *err) {
     }
     for (int ls = 0; ls < s->Ls; ls++) {
         int l = ls + s->dense;
-        const ig_layer *ly = ig_model_layer(s->model, l);
-        size_t rb = ig_dtype_row_bytes(ly->wq.dtype, s->d);
+        const ig_policy_wq *wq = &s->wq[l];
+        size_t rb = ig_dtype_row_bytes(wq->dtype, s->d);
         for (int h = 0; h < s->H; h++) {
             for (size_t r = 0; r < hd; r++) {
                 size_t row = (size_t)h * hd + r;
-                const char *src = (const char *)ly->wq.data + row * rb;
-                if (ig_dtype_is_quant(ly->wq.dtype))
-                    ig_dequant_row_ref(ly->wq.dtype, src, w + r * d1, s->d);
+                const char *src = (const char *)wq->data + row * rb;
+                if (ig_dtype_is_quant(wq->dtype))
+                    ig_dequant_row_ref(wq->dtype, src, w + r * d1, s->d);
                 else
-                    ig_convert(IG_DTYPE_F32, w + r * d1, ly->wq.dtype, src, (size_t)s->d);
-                w[r * d1 + (size_t)s->d] = ly->bq ? ly->bq[row] : 0.0f;
+                    ig_convert(IG_DTYPE_F32, w + r * d1, wq->dtype, src, (size_t)s->d);
+                w[r * d1 + (size_t)s->d] = wq->bias ? wq->bias[row] : 0.0f;
             }
             const float *A = ig_skew_A(s->skew, l, h / s->group);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->hd, (int)d1, s->hd, s->scale, A,
@@ -436,7 +434,7 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     ig_state *s = st;
     const ig_model_config *c = env->cfg;
     memset(s, 0, sizeof *s);
-    s->model = env->model;
+    s->wq = env->wq;
     s->arch = c->arch;
     s->L = c->n_layer;
     s->H = c->n_head;
@@ -451,6 +449,18 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
             err, IG_ERR_UNSUPPORTED,
             "infinigen: %d query heads over %d KV heads of %d dims is not supported", s->H, s->G,
             s->hd);
+    if (!env->wq)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "infinigen: the engine handed in no W_q (its speculation projects the "
+                            "next layer's query)");
+    for (int l = 0; l < s->L; l++)
+        if (env->wq[l].rows != (int64_t)s->H * s->hd || env->wq[l].cols != s->d ||
+            !ig_dtype_is_weight_storage(env->wq[l].dtype) ||
+            !ig_dtype_row_ok(env->wq[l].dtype, s->d))
+            return ig_error_set(err, IG_ERR_SHAPE,
+                                "infinigen: layer %d's W_q is [%lld][%lld] %s, expected [%d][%d]",
+                                l, (long long)env->wq[l].rows, (long long)env->wq[l].cols,
+                                ig_dtype_name(env->wq[l].dtype), s->H * s->hd, s->d);
     s->group = s->H / s->G;
     s->scale = 1.0f / sqrtf((float)s->hd);
     s->k = (int)(ig_params_num(p, "partial_ratio") * s->hd + 1e-9);
@@ -526,7 +536,7 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     } else {
         IG_WARN("infinigen: no skew file (--set skew=FILE, made by 'igen calibrate'): running "
                 "unskewed, which selects less accurately");
-        rc = ig_skew_identity(env->model, &s->skew, err);
+        rc = ig_skew_identity(c, &s->skew, err);
         if (rc != IG_OK) goto fail;
     }
 
@@ -908,7 +918,7 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
         return;
     }
     int ls = layer - s->dense;
-    const ig_layer *ly = ig_model_layer(s->model, layer);
+    const ig_policy_wq *wq = &s->wq[layer];
     for (int i = 0; i < n; i++)
         if (!s->ready[(size_t)ls * (size_t)s->S + (size_t)slots[i]]) default_index(s, ls, slots[i]);
 
@@ -916,8 +926,7 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
     if (s->arch == IG_ARCH_LLAMA) {
         /* RoPE sits between projection and score: project with the full W_q, rotate at the new
          * token's position, then take the chosen columns of the skewed query (scaled). */
-        ig_cpu_linear(x_prev, n, s->d, ly->wq.data, ly->wq.dtype, (int64_t)H * hd, ly->bq,
-                      s->qfull);
+        ig_cpu_linear(x_prev, n, s->d, wq->data, wq->dtype, (int64_t)H * hd, wq->bias, s->qfull);
         for (int i = 0; i < n; i++) s->qpos[i] = (int32_t)ev[(size_t)i * (size_t)G].n_tokens;
         ig_cpu_rope(s->qfull, n, H, hd, s->rot_dim, s->qpos, s->rope_cos, s->rope_sin);
         for (int i = 0; i < n; i++)
@@ -1123,15 +1132,21 @@ static void ig_reset_slot(void *st, int slot) {
 }
 
 /* Device: the partial key cache and the partial query weights (OPT: the chosen rows of the folded
- * W_q per sequence; Llama: the chosen columns of A, W_q itself being model weights). Host: the
- * pool's counters. */
+ * W_q per sequence; Llama: the chosen columns of A, and the selected layers' W_q and bias as
+ * stored, which the speculation of layer i+1 reads during layer i: a GPU keeps them resident
+ * whatever the weight placement streams). Host: the pool's counters. */
 static size_t ig_device_bytes(const void *st) {
     const ig_state *s = st;
     size_t lsg_n = (size_t)s->Ls * (size_t)s->S * (size_t)s->G, km = (size_t)s->kmax;
     size_t w = s->arch == IG_ARCH_OPT
                    ? (size_t)s->Ls * (size_t)s->S * (size_t)s->H * km * ((size_t)s->d + 1)
                    : lsg_n * km * (size_t)s->hd;
-    return lsg_n * km * (size_t)s->C * s->pk_size + w * sizeof(float);
+    size_t wq = 0;
+    if (s->arch != IG_ARCH_OPT)
+        for (int l = s->dense; l < s->L; l++)
+            wq += (size_t)s->wq[l].rows *
+                  (ig_dtype_row_bytes(s->wq[l].dtype, s->d) + (s->wq[l].bias ? sizeof(float) : 0));
+    return lsg_n * km * (size_t)s->C * s->pk_size + w * sizeof(float) + wq;
 }
 
 static size_t ig_host_bytes(const void *st) {

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/model/model.h"
 #include "policies/policy.h"
 
 /* ---- shapes ---- */
@@ -149,9 +148,8 @@ ig_status ig_skew_alloc(const ig_model_config *c, const char *name, ig_skew **ou
     return IG_OK;
 }
 
-ig_status ig_skew_identity(const ig_model *m, ig_skew **out, ig_error *err) {
-    const ig_model_config *c = ig_model_get_config(m);
-    IG_TRY(ig_skew_alloc(c, ig_model_name(m), out, err));
+ig_status ig_skew_identity(const ig_model_config *c, ig_skew **out, ig_error *err) {
+    IG_TRY(ig_skew_alloc(c, "identity", out, err));
     size_t lg = (size_t)c->n_layer * (size_t)c->n_kv_head, hd = (size_t)c->head_dim;
     for (size_t i = 0; i < lg; i++)
         for (size_t r = 0; r < hd; r++) (*out)->A[(i * hd + r) * hd + r] = 1;

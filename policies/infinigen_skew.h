@@ -48,7 +48,7 @@ void ig_skew_rotation_from_gram(double *gq, double *gk, int hd, float *A, float 
                                 float *sigma_k);
 
 /* An identity rotation for every (layer, KV head) of a model (unskewed runs). */
-ig_status ig_skew_identity(const ig_model *m, ig_skew **out, ig_error *err);
+ig_status ig_skew_identity(const ig_model_config *c, ig_skew **out, ig_error *err);
 
 /* Heads up to this width (the calibration's and the rotation's stack buffers). */
 #define IG_SKEW_MAX_HD 512

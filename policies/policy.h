@@ -59,8 +59,22 @@ int ig_params_is_set(const ig_policy_params *p, const char *name); /* given by t
 
 /* ---- what the core tells a policy ---- */
 
+/* One layer's W_q as the engine hands it to a policy that computes queries ahead (InfiniGen's
+ * speculation): [rows = n_head * head_dim][cols = d_model], row-major, in any weight storage type
+ * (f32, f16, bf16, block-quantized: core/dtype.h), with its f32 bias (rows) or NULL. */
+typedef struct ig_policy_wq {
+    const void *data;
+    ig_dtype dtype;
+    int64_t rows, cols;
+    const float *bias;
+} ig_policy_wq;
+
 typedef struct ig_policy_env {
-    const ig_model *model;
+    /* [cfg->n_layer]: each layer's W_q, in host memory, valid from init to fini. A policy that
+     * computes with it keeps what it needs as its own metadata (copied to its backend where that
+     * has device memory) and counts it in device_bytes: on a GPU those bytes stay resident,
+     * whatever the weight placement streams. NULL where a test drives hooks without a model. */
+    const ig_policy_wq *wq;
     const ig_model_config *cfg;
     int n_slots;       /* sequences alive at once */
     int max_ctx;       /* tokens per sequence at most */

@@ -33,6 +33,7 @@ static double urand(void) { /* [-1, 1) */
 
 static const char *g_fixtures[2] = {"tiny_llama", "tiny_opt"};
 static ig_model *g_models[2];
+static ig_policy_wq g_wq[2][64]; /* each model's W_q as the engine hands it in */
 static ig_safetensors *g_refs[2];
 static char g_skew_path[2][4300];
 
@@ -50,6 +51,13 @@ static int suite_init(void) {
         if (ig_model_load(ig_test_fixture(g_fixtures[i]), &o, &g_models[i], &err) != IG_OK) {
             fprintf(stderr, "%s\n", err.msg);
             return 1;
+        }
+        const ig_model_config *mc = ig_model_get_config(g_models[i]);
+        if (mc->n_layer > 64) return 1;
+        for (int l = 0; l < mc->n_layer; l++) {
+            const ig_layer *ly = ig_model_layer(g_models[i], l);
+            g_wq[i][l] =
+                (ig_policy_wq){ly->wq.data, ly->wq.dtype, ly->wq.rows, ly->wq.cols, ly->bq};
         }
         char path[4200];
         snprintf(path, sizeof path, "%s/reference.safetensors", ig_test_fixture(g_fixtures[i]));
@@ -430,7 +438,7 @@ static ig_status policy_open(policy_run *r, int mi, int n_slots, int max_ctx,
     IG_TRY(ig_policy_params_parse(r->ops, sets, n_sets, &r->params, err));
     r->st = calloc(1, r->ops->state_size);
     const ig_model *m = g_models[mi];
-    ig_policy_env env = {m, ig_model_get_config(m), n_slots, max_ctx, IG_DTYPE_F32, NULL};
+    ig_policy_env env = {g_wq[mi], ig_model_get_config(m), n_slots, max_ctx, IG_DTYPE_F32, NULL};
     ig_status rc = r->ops->init(r->st, &env, r->params, &r->caps, err);
     if (rc != IG_OK) {
         free(r->st);
@@ -718,6 +726,52 @@ static void test_selection_rule(void) {
         ig_skew_free(sk);
     }
     printf("\n    ");
+}
+
+/* W_q comes from the engine (ig_policy_env.wq): without it, or with a wrong shape, init refuses
+ * with a message; on Llama the selected layers' W_q (and bias) count as device bytes, as stored. */
+static void test_wq_handed_in(void) {
+    const ig_model_config *c = ig_model_get_config(g_models[0]);
+    const ig_policy_ops *ops = ig_policy_find("infinigen");
+    ig_policy_params *params = NULL;
+    ig_error err;
+    const char *sets[] = {"dense_layers=1"};
+    CU_ASSERT_EQUAL_FATAL(ig_policy_params_parse(ops, sets, 1, &params, &err), IG_OK);
+    void *st = calloc(1, ops->state_size);
+    ig_policy_caps caps;
+    ig_policy_env env = {NULL, c, 1, 32, IG_DTYPE_F32, NULL};
+    CU_ASSERT_EQUAL(ops->init(st, &env, params, &caps, &err), IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "W_q"));
+    static ig_policy_wq wq[64];
+    int L = c->n_layer;
+    memcpy(wq, g_wq[0], (size_t)L * sizeof *wq);
+    wq[L - 1].cols = c->d_model + 1;
+    env.wq = wq;
+    memset(st, 0, ops->state_size);
+    CU_ASSERT_EQUAL(ops->init(st, &env, params, &caps, &err), IG_ERR_SHAPE);
+    char want[64];
+    snprintf(want, sizeof want, "layer %d's W_q", L - 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, want));
+    /* device bytes: f32 -> f16 halves the W_q rows, a bias adds a float per row */
+    size_t dev[3];
+    float *bias = calloc((size_t)c->n_head * (size_t)c->head_dim, sizeof(float));
+    for (int v = 0; v < 3; v++) {
+        memcpy(wq, g_wq[0], (size_t)L * sizeof *wq);
+        for (int l = 0; l < L; l++) {
+            if (v >= 1) wq[l].dtype = IG_DTYPE_F16; /* Llama's init reads only the shape */
+            if (v == 2) wq[l].bias = bias;
+        }
+        memset(st, 0, ops->state_size);
+        CU_ASSERT_EQUAL_FATAL(ops->init(st, &env, params, &caps, &err), IG_OK);
+        dev[v] = ops->device_bytes(st);
+        ops->fini(st);
+    }
+    size_t rows = (size_t)c->n_head * (size_t)c->head_dim, Ls = (size_t)L - 1;
+    CU_ASSERT_EQUAL(dev[0] - dev[1], Ls * rows * (size_t)c->d_model * 2);
+    CU_ASSERT_EQUAL(dev[2] - dev[1], Ls * rows * sizeof(float));
+    free(bias);
+    free(st);
+    ig_policy_params_free(params);
 }
 
 /* Counters from the policy's own selections decide the pool's victims. */
@@ -1107,6 +1161,7 @@ void ig_test_register(void) {
     CU_add_test(s, "pool_victims", test_pool_victims);
     CU_add_test(s, "selection_rule", test_selection_rule);
     CU_add_test(s, "pool_counters", test_pool_counters);
+    CU_add_test(s, "wq_handed_in", test_wq_handed_in);
     CU_add_test(s, "skew_file", test_skew_file);
     CU_add_test(s, "engine_runs", test_engine_runs);
     CU_add_test(s, "engine_pool", test_engine_pool);

@@ -75,7 +75,6 @@ const char *ig_model_dtype_desc(const ig_model *m, char *buf, size_t n);
  * once, one embedding row, the lm_head). */
 size_t ig_model_weight_bytes(const ig_model *m);
 size_t ig_model_decode_bytes_per_token(const ig_model *m);
-const char *ig_arch_name(ig_arch a);
 
 /* The default model: $IGEN_MODEL, else $IGEN_HOME/models/<default>, else <source
  * dir>/models/<default> as installed by tools/setup.sh. Returns NULL (and sets err naming the

@@ -36,6 +36,9 @@ typedef struct ig_model_config {
     int32_t bos, eos; /* -1 when absent */
 } ig_model_config;
 
+/* "opt", "llama" (core/model/model.c). */
+const char *ig_arch_name(ig_arch a);
+
 /* The loaded model itself is opaque here (core/model/model.h). */
 typedef struct ig_model ig_model;
 
