@@ -271,9 +271,10 @@ typedef struct ig_state {
     int32_t *seed_idx;   /* [C] */
     unsigned char *mark; /* [C] */
     /* Speculation on a device backend (env->be with device memory, the CUDA engine): the partial
-     * key cache mirrored there (its new entries uploaded before each selection), and the steps
-     * after the partial query (partial scores, threshold counts, top-n) run by the backend's ops on
-     * its buffers. NULL be: the host path (the CPU engine, whose table is these same kernels). */
+     * key cache mirrored there (its new entries uploaded before each selection), and every step
+     * (the partial query from W_q, partial scores, threshold counts, top-n) run by the backend's
+     * ops on its buffers. NULL be: the host path (the CPU engine, whose table is these same
+     * kernels; OPT's partial query there reads the folded wq_skew). */
     ig_be *be;
     void *pkc_d;        /* [Ls][S][G][kmax][C], as pkc */
     int64_t *pk_lo;     /* host [Ls][S][G]: first entry written since the last upload */
@@ -290,6 +291,22 @@ typedef struct ig_state {
     float *rmax_h;      /* [S][G][group] */
     int32_t *nk_h;      /* [S][G] */
     int32_t *idx_h;     /* [S][G][C] */
+    /* the partial query on the device: W_q (+ bias) of each selected layer as stored, the input
+     * rows, the full query (rotated on Llama), and per (sparse layer, slot, KV head) the chosen
+     * columns of A transposed and scaled, [hd][kmax] (zero past ncols), re-uploaded when
+     * set_columns changes them */
+    void **wq_d;              /* [Ls] */
+    ig_dtype *wq_t;           /* [Ls] */
+    float **bq_d;             /* [Ls], NULL entries without a bias */
+    int wq_own;               /* wq_d/bq_d are this policy's copies (no ig_policy_env.wq_dev) */
+    float *x_d;               /* [S][d] */
+    float *qf_d;              /* [S][H*hd] */
+    float *pqmax_d;           /* [S][H] (partial_scores' row maxima, unused) */
+    int32_t *qpos_d;          /* [S] Llama: each query's position */
+    float *cos_d, *sin_d;     /* Llama: the RoPE tables, as rope_cos/rope_sin */
+    float *act_d;             /* [Ls][S][G][hd][kmax] */
+    unsigned char *act_dirty; /* host [Ls][S][G] */
+    float *act_h;             /* host staging [hd][kmax] */
     long long dev_selections, selections;
     int dev_failed;
 } ig_state;
@@ -312,10 +329,18 @@ static int pool_on(const ig_state *s) {
 
 static void free_state(ig_state *s) {
     if (s->be) {
-        void *dev[] = {s->pkc_d, s->pq_d, s->hs_d, s->ms_d,  s->rmax_d, s->nrow_d,
-                       s->cnt_d, s->n_d,  s->k_d,  s->idx_d, s->tcnt_d};
+        void *dev[] = {s->pkc_d, s->pq_d,    s->hs_d,   s->ms_d,  s->rmax_d, s->nrow_d,
+                       s->cnt_d, s->n_d,     s->k_d,    s->idx_d, s->tcnt_d, s->x_d,
+                       s->qf_d,  s->pqmax_d, s->qpos_d, s->cos_d, s->sin_d,  s->act_d};
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ig_be_release(s->be, dev[i]);
+        for (int l = 0; s->wq_own && s->wq_d && l < s->Ls; l++) ig_be_release(s->be, s->wq_d[l]);
+        for (int l = 0; s->wq_own && s->bq_d && l < s->Ls; l++) ig_be_release(s->be, s->bq_d[l]);
     }
+    free(s->wq_d);
+    free(s->wq_t);
+    free(s->bq_d);
+    free(s->act_dirty);
+    free(s->act_h);
     free(s->pk_lo);
     free(s->nrow_h);
     free(s->rmax_h);
@@ -399,7 +424,7 @@ static ig_status build_opt_weights(ig_state *s, ig_error *err) {
 }
 
 /* The device side of the speculation (ig_state.be): buffers sized once, as the host scratch. */
-static ig_status device_init(ig_state *s, ig_be *be, ig_error *err) {
+static ig_status device_init(ig_state *s, ig_be *be, const ig_policy_wq *wq_dev, ig_error *err) {
     size_t Ls = (size_t)s->Ls, S = (size_t)s->S, G = (size_t)s->G, H = (size_t)s->H;
     size_t C = (size_t)s->C, km = (size_t)s->kmax, grp = (size_t)s->group;
     s->be = be;
@@ -425,6 +450,54 @@ static ig_status device_init(ig_state *s, ig_be *be, ig_error *err) {
         ig_error_prefix(err,
                         "infinigen: the speculation's buffers on the %s backend: ", be->caps.name);
         return err->code ? err->code : IG_ERR_NOMEM;
+    }
+    /* the partial query's inputs: W_q and bias of the selected layers, the RoPE tables */
+    size_t hd = (size_t)s->hd, qd = H * hd, d = (size_t)s->d;
+    s->wq_d = ig_calloc(Ls, sizeof *s->wq_d, err);
+    s->bq_d = ig_calloc(Ls, sizeof *s->bq_d, err);
+    s->wq_t = ig_calloc(Ls, sizeof *s->wq_t, err);
+    s->act_dirty = ig_malloc(Ls * S * G, err);
+    s->act_h = ig_malloc(hd * km * sizeof(float), err);
+    if (!s->wq_d || !s->bq_d || !s->wq_t || !s->act_dirty || !s->act_h) return IG_ERR_NOMEM;
+    memset(s->act_dirty, 1, Ls * S * G);
+    ig_status rc = IG_OK;
+    if (!(s->x_d = ig_be_alloc(be, S * d * sizeof(float), err)) ||
+        !(s->qf_d = ig_be_alloc(be, S * qd * sizeof(float), err)) ||
+        !(s->pqmax_d = ig_be_alloc(be, S * H * sizeof(float), err)) ||
+        !(s->act_d = ig_be_alloc(be, Ls * S * G * hd * km * sizeof(float), err)))
+        rc = err->code ? err->code : IG_ERR_NOMEM;
+    /* the engine's own device copies where it has them (the type it computes with), else ours */
+    s->wq_own = wq_dev == NULL;
+    for (int ls = 0; wq_dev && ls < s->Ls; ls++) {
+        const ig_policy_wq *v = &wq_dev[ls + s->dense];
+        s->wq_d[ls] = (void *)v->data;
+        s->wq_t[ls] = v->dtype;
+        s->bq_d[ls] = (float *)v->bias;
+    }
+    for (int ls = 0; !wq_dev && ls < s->Ls && rc == IG_OK; ls++) {
+        const ig_policy_wq *wq = &s->wq[ls + s->dense];
+        s->wq_t[ls] = wq->dtype;
+        size_t wb = (size_t)wq->rows * ig_dtype_row_bytes(wq->dtype, s->d);
+        if (!(s->wq_d[ls] = ig_be_alloc(be, wb, err))) rc = err->code ? err->code : IG_ERR_NOMEM;
+        if (rc == IG_OK) rc = ig_be_upload(be, s->wq_d[ls], wq->data, wb, err);
+        if (rc == IG_OK && wq->bias) {
+            if (!(s->bq_d[ls] = ig_be_alloc(be, qd * sizeof(float), err)))
+                rc = err->code ? err->code : IG_ERR_NOMEM;
+            if (rc == IG_OK) rc = ig_be_upload(be, s->bq_d[ls], wq->bias, qd * sizeof(float), err);
+        }
+    }
+    if (rc == IG_OK && s->arch == IG_ARCH_LLAMA) {
+        size_t tb = C * (size_t)(s->rot_dim / 2) * sizeof(float);
+        if (!(s->qpos_d = ig_be_alloc(be, S * sizeof(int32_t), err)) ||
+            !(s->cos_d = ig_be_alloc(be, tb, err)) || !(s->sin_d = ig_be_alloc(be, tb, err)))
+            rc = err->code ? err->code : IG_ERR_NOMEM;
+        if (rc == IG_OK) rc = ig_be_upload(be, s->cos_d, s->rope_cos, tb, err);
+        if (rc == IG_OK) rc = ig_be_upload(be, s->sin_d, s->rope_sin, tb, err);
+    }
+    if (rc != IG_OK) {
+        ig_error_prefix(
+            err, "infinigen: the partial query's weights on the %s backend: ", be->caps.name);
+        return rc;
     }
     return IG_OK;
 }
@@ -591,7 +664,7 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
         ig_cpu_rope_table(c->rope_theta, s->rot_dim, s->C, s->rope_cos, s->rope_sin);
     }
     if (env->be && env->be->caps.device_memory) {
-        rc = device_init(s, env->be, err);
+        rc = device_init(s, env->be, env->wq_dev, err);
         if (rc != IG_OK) goto fail;
     }
     return IG_OK;
@@ -653,6 +726,7 @@ static void set_columns(ig_state *s, int ls, int slot, int g, const unsigned cha
     for (int c = 0; c < s->hd && n < s->kmax; c++)
         if (used[c]) cols[n++] = c;
     s->ncols[i] = n;
+    if (s->act_dirty) s->act_dirty[i] = 1;
     for (int j = 0; j < n; j++)
         for (size_t r = 0; r < hd; r++) ac[(size_t)j * hd + r] = A[r * hd + (size_t)cols[j]];
 }
@@ -817,18 +891,107 @@ static void fetch_counts(ig_state *s, int ls, int n, const ig_entries_view *ev) 
  * pool has freed entries, whose masking is the host path's; groups of more than 16 query heads,
  * which the host path takes in chunks) or the backend failed (logged once; the host path, whose
  * partial key cache is the original, takes over). */
-static int select_on_device(ig_state *s, int ls, int n, const int *slots, const ig_entries_view *ev,
-                            ig_selection *out) {
-    int G = s->G, H = s->H, grp = s->group, km = s->kmax, tasks = n * G;
-    if (!s->be || s->dev_failed || grp > 16) return 0;
-    for (int t = 0; t < tasks; t++)
+/* Step 1 on the host: s->pq[i][h][j], the partial query of each sequence's query head h against
+ * the chosen columns j of its KV head. */
+static void partial_query_host(ig_state *s, int ls, int n, const int *slots, const float *x_prev,
+                               const ig_entries_view *ev) {
+    int G = s->G, H = s->H, hd = s->hd, km = s->kmax;
+    const ig_policy_wq *wq = &s->wq[ls + s->dense];
+    if (s->arch == IG_ARCH_LLAMA) {
+        /* RoPE sits between projection and score: project with the full W_q, rotate at the new
+         * token's position, then take the chosen columns of the skewed query (scaled). */
+        ig_cpu_linear(x_prev, n, s->d, wq->data, wq->dtype, (int64_t)H * hd, wq->bias, s->qfull);
+        for (int i = 0; i < n; i++) s->qpos[i] = (int32_t)ev[(size_t)i * (size_t)G].n_tokens;
+        ig_cpu_rope(s->qfull, n, H, hd, s->rot_dim, s->qpos, s->rope_cos, s->rope_sin);
+        for (int i = 0; i < n; i++)
+            for (int h = 0; h < H; h++) {
+                size_t ix = lsg(s, ls, slots[i], h / s->group);
+                const float *ac = s->acols + ix * (size_t)km * (size_t)hd;
+                const float *q = s->qfull + ((size_t)i * (size_t)H + (size_t)h) * (size_t)hd;
+                float *pq = s->pq + ((size_t)i * (size_t)H + (size_t)h) * (size_t)km;
+                for (int j = 0; j < s->ncols[ix]; j++)
+                    pq[j] = s->scale * dotf(ac + (size_t)j * (size_t)hd, q, hd);
+            }
+    } else {
+        size_t d1 = (size_t)s->d + 1, qd = (size_t)H * (size_t)hd;
+        for (int i = 0; i < n; i++) {
+            float *xa = s->xaug + (size_t)i * d1;
+            memcpy(xa, x_prev + (size_t)i * (size_t)s->d, (size_t)s->d * sizeof(float));
+            xa[s->d] = 1.0f; /* the bias column */
+            for (int h = 0; h < H; h++) {
+                size_t ix = lsg(s, ls, slots[i], h / s->group);
+                const int32_t *cols = s->cols + ix * (size_t)km;
+                float *pq = s->pq + ((size_t)i * (size_t)H + (size_t)h) * (size_t)km;
+                for (int j = 0; j < s->ncols[ix]; j++)
+                    pq[j] =
+                        dotf(s->wq_skew +
+                                 ((size_t)ls * qd + (size_t)h * (size_t)hd + (size_t)cols[j]) * d1,
+                             xa, (int)d1);
+            }
+        }
+    }
+}
+
+/* Step 1 on the device: the full query of layer ls + dense from the previous layer's attention
+ * input with the layer's W_q (rotated at each sequence's new position on Llama), then each query
+ * head's partial query, its dot products with the chosen columns of A (scaled), as partial scores
+ * of one table per KV head: pq_d[i][h][j] = sum_r scale A[r][cols_j] q[i][h][r]. */
+static ig_status partial_query_device(ig_state *s, int ls, int n, const int *slots,
+                                      const float *x_prev, const ig_entries_view *ev,
+                                      ig_error *err) {
+    ig_be *be = s->be;
+    int G = s->G, H = s->H, hd = s->hd, km = s->kmax, grp = s->group;
+    size_t qd = (size_t)H * (size_t)hd, tb = (size_t)hd * (size_t)km;
+    IG_TRY(ig_be_upload(be, s->x_d, x_prev, (size_t)n * (size_t)s->d * sizeof(float), err));
+    IG_TRY(ig_be_linear(be, s->x_d, n, s->d, s->wq_d[ls], s->wq_t[ls], (int64_t)qd, s->bq_d[ls],
+                        s->qf_d, err));
+    if (s->arch == IG_ARCH_LLAMA) {
+        for (int i = 0; i < n; i++) s->qpos[i] = (int32_t)ev[(size_t)i * (size_t)G].n_tokens;
+        IG_TRY(ig_be_upload(be, s->qpos_d, s->qpos, (size_t)n * sizeof(int32_t), err));
+        IG_TRY(ig_be_rope(be, s->qf_d, n, H, hd, s->rot_dim, s->qpos_d, s->cos_d, s->sin_d, err));
+    }
+    for (int i = 0; i < n; i++) {
+        for (int g = 0; g < G; g++) {
+            size_t ix = lsg(s, ls, slots[i], g);
+            if (!s->act_dirty[ix]) continue;
+            const float *ac = s->acols + ix * (size_t)km * (size_t)hd;
+            memset(s->act_h, 0, tb * sizeof(float));
+            for (int j = 0; j < s->ncols[ix]; j++)
+                for (int r = 0; r < hd; r++)
+                    s->act_h[(size_t)r * (size_t)km + (size_t)j] =
+                        s->scale * ac[(size_t)j * (size_t)hd + (size_t)r];
+            IG_TRY(ig_be_upload(be, s->act_d + ix * tb, s->act_h, tb * sizeof(float), err));
+            s->act_dirty[ix] = 0;
+        }
+        /* the slot's G tables are consecutive: one call, every column of kmax (zero past ncols) */
+        size_t ix0 = lsg(s, ls, slots[i], 0);
+        IG_TRY(ig_be_partial_scores(be, s->act_d + ix0 * tb, IG_DTYPE_F32, km, (int64_t)tb, hd, km,
+                                    s->qf_d + (size_t)i * qd, hd, (int64_t)grp * hd, grp,
+                                    s->pq_d + (size_t)i * (size_t)H * (size_t)km, km,
+                                    (int64_t)grp * km, NULL, 0, s->pqmax_d + (size_t)i * (size_t)H,
+                                    G, err));
+    }
+    return IG_OK;
+}
+
+/* Whether this selection can run on the device backend (not where a pool freed entries). */
+static int device_eligible(const ig_state *s, int n, const ig_entries_view *ev) {
+    if (!s->be || s->dev_failed || s->group > 16) return 0;
+    for (int t = 0; t < n * s->G; t++)
         if (ev[t].n_used != ev[t].high_water) return 0;
+    return 1;
+}
+
+static int select_on_device(ig_state *s, int ls, int n, const int *slots, const float *x_prev,
+                            const ig_entries_view *ev, ig_selection *out) {
+    int G = s->G, H = s->H, grp = s->group, km = s->kmax, tasks = n * G;
     ig_be *be = s->be;
     size_t C = (size_t)s->C, psz = s->pk_size, tab = (size_t)km * C * psz;
     ig_error err;
     ig_error_clear(&err);
-    ig_status rc = IG_OK;
-    /* 1. the partial key cache's entries written since the last selection, and the queries */
+    /* 1. the partial queries, then the partial key cache's entries written since the last
+     * selection */
+    ig_status rc = partial_query_device(s, ls, n, slots, x_prev, ev, &err);
     for (int t = 0; t < tasks && rc == IG_OK; t++) {
         size_t ix = lsg(s, ls, slots[t / G], t % G);
         int64_t lo = s->pk_lo[ix], hw = ev[t].high_water;
@@ -838,9 +1001,6 @@ static int select_on_device(ig_state *s, int ls, int n, const int *slots, const 
                             C * psz, (size_t)(hw - lo) * psz, (size_t)s->ncols[ix], &err);
         if (rc == IG_OK) s->pk_lo[ix] = INT64_MAX;
     }
-    if (rc == IG_OK)
-        rc = ig_be_upload(be, s->pq_d, s->pq, (size_t)n * (size_t)H * (size_t)km * sizeof(float),
-                          &err);
     /* 2. scores: each (slot, KV head)'s query heads against its partial keys */
     for (int t = 0; t < tasks && rc == IG_OK; t++) {
         int i = t / G, g = t % G;
@@ -908,7 +1068,7 @@ failed:
 static void ig_select_ahead(void *st, int layer, int n, const int *slots, const float *x_prev,
                             const ig_entries_view *ev, ig_selection *out) {
     ig_state *s = st;
-    int G = s->G, H = s->H, hd = s->hd, km = s->kmax;
+    int G = s->G, H = s->H, km = s->kmax;
     if (layer < s->dense) {
         for (int i = 0; i < n; i++)
             for (int g = 0; g < G; g++)
@@ -918,49 +1078,16 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
         return;
     }
     int ls = layer - s->dense;
-    const ig_policy_wq *wq = &s->wq[layer];
     for (int i = 0; i < n; i++)
         if (!s->ready[(size_t)ls * (size_t)s->S + (size_t)slots[i]]) default_index(s, ls, slots[i]);
+    int tasks = n * G;
+    s->selections++;
+    /* 1-4 on the device backend where the run has one */
+    if (device_eligible(s, n, ev) && select_on_device(s, ls, n, slots, x_prev, ev, out))
+        goto counters;
 
     /* 1. partial queries of layer `layer` from the previous layer's attention input */
-    if (s->arch == IG_ARCH_LLAMA) {
-        /* RoPE sits between projection and score: project with the full W_q, rotate at the new
-         * token's position, then take the chosen columns of the skewed query (scaled). */
-        ig_cpu_linear(x_prev, n, s->d, wq->data, wq->dtype, (int64_t)H * hd, wq->bias, s->qfull);
-        for (int i = 0; i < n; i++) s->qpos[i] = (int32_t)ev[(size_t)i * (size_t)G].n_tokens;
-        ig_cpu_rope(s->qfull, n, H, hd, s->rot_dim, s->qpos, s->rope_cos, s->rope_sin);
-        for (int i = 0; i < n; i++)
-            for (int h = 0; h < H; h++) {
-                size_t ix = lsg(s, ls, slots[i], h / s->group);
-                const float *ac = s->acols + ix * (size_t)km * (size_t)hd;
-                const float *q = s->qfull + ((size_t)i * (size_t)H + (size_t)h) * (size_t)hd;
-                float *pq = s->pq + ((size_t)i * (size_t)H + (size_t)h) * (size_t)km;
-                for (int j = 0; j < s->ncols[ix]; j++)
-                    pq[j] = s->scale * dotf(ac + (size_t)j * (size_t)hd, q, hd);
-            }
-    } else {
-        size_t d1 = (size_t)s->d + 1, qd = (size_t)H * (size_t)hd;
-        for (int i = 0; i < n; i++) {
-            float *xa = s->xaug + (size_t)i * d1;
-            memcpy(xa, x_prev + (size_t)i * (size_t)s->d, (size_t)s->d * sizeof(float));
-            xa[s->d] = 1.0f; /* the bias column */
-            for (int h = 0; h < H; h++) {
-                size_t ix = lsg(s, ls, slots[i], h / s->group);
-                const int32_t *cols = s->cols + ix * (size_t)km;
-                float *pq = s->pq + ((size_t)i * (size_t)H + (size_t)h) * (size_t)km;
-                for (int j = 0; j < s->ncols[ix]; j++)
-                    pq[j] =
-                        dotf(s->wq_skew +
-                                 ((size_t)ls * qd + (size_t)h * (size_t)hd + (size_t)cols[j]) * d1,
-                             xa, (int)d1);
-            }
-        }
-    }
-
-    s->selections++;
-    int tasks = n * G;
-    /* 2-4 on the device backend where the run has one (not where a pool freed entries) */
-    if (select_on_device(s, ls, n, slots, ev, out)) goto counters;
+    partial_query_host(s, ls, n, slots, x_prev, ev);
 
     /* 2-4 in one parallel region: scores per (slot, KV head), the shared count, top-n */
     int nt = s->threads < tasks ? s->threads : tasks;
@@ -1131,21 +1258,18 @@ static void ig_reset_slot(void *st, int slot) {
     }
 }
 
-/* Device: the partial key cache and the partial query weights (OPT: the chosen rows of the folded
- * W_q per sequence; Llama: the chosen columns of A, and the selected layers' W_q and bias as
- * stored, which the speculation of layer i+1 reads during layer i: a GPU keeps them resident
- * whatever the weight placement streams). Host: the pool's counters. */
+/* Device, as the device path holds it: the partial key cache, the chosen columns of A per (layer,
+ * slot, KV head), and the selected layers' W_q and bias as stored, which the speculation of layer
+ * i+1 reads during layer i (a GPU keeps them resident whatever the weight placement streams).
+ * Host: the pool's counters. */
 static size_t ig_device_bytes(const void *st) {
     const ig_state *s = st;
     size_t lsg_n = (size_t)s->Ls * (size_t)s->S * (size_t)s->G, km = (size_t)s->kmax;
-    size_t w = s->arch == IG_ARCH_OPT
-                   ? (size_t)s->Ls * (size_t)s->S * (size_t)s->H * km * ((size_t)s->d + 1)
-                   : lsg_n * km * (size_t)s->hd;
+    size_t w = lsg_n * km * (size_t)s->hd;
     size_t wq = 0;
-    if (s->arch != IG_ARCH_OPT)
-        for (int l = s->dense; l < s->L; l++)
-            wq += (size_t)s->wq[l].rows *
-                  (ig_dtype_row_bytes(s->wq[l].dtype, s->d) + (s->wq[l].bias ? sizeof(float) : 0));
+    for (int l = s->dense; l < s->L; l++)
+        wq += (size_t)s->wq[l].rows *
+              (ig_dtype_row_bytes(s->wq[l].dtype, s->d) + (s->wq[l].bias ? sizeof(float) : 0));
     return lsg_n * km * (size_t)s->C * s->pk_size + w * sizeof(float) + wq;
 }
 
@@ -1167,7 +1291,8 @@ static const char *ig_budget(const void *st, char *buf, size_t n) {
     size_t used = strlen(buf);
     if (s->be && used < n)
         snprintf(buf + used, n - used,
-                 "; partial scores, counts and top-n on the %s backend in %lld of %lld selections",
+                 "; partial query, scores, counts and top-n on the %s backend in %lld of %lld "
+                 "selections",
                  s->be->caps.name, s->dev_selections, s->selections);
     return buf;
 }

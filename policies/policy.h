@@ -85,6 +85,11 @@ typedef struct ig_policy_env {
      * with ig_be_download. Owned by the core; valid from init to fini. NULL where a test drives a
      * policy's hooks without an engine: a policy that needs it refuses init then. */
     ig_be *be;
+    /* [cfg->n_layer] or NULL: the same W_q as buffers of `be` (device memory), in the type the
+     * engine computes with there (the CUDA engine's f16, or f32 in its f32 mode), owned by the
+     * engine, valid from init to fini. Given where be has device memory; a policy computing on
+     * the device uses these rather than a copy of `wq`. */
+    const ig_policy_wq *wq_dev;
 } ig_policy_env;
 
 /* Filled by init: what the policy needs from the core. */

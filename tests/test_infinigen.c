@@ -438,7 +438,8 @@ static ig_status policy_open(policy_run *r, int mi, int n_slots, int max_ctx,
     IG_TRY(ig_policy_params_parse(r->ops, sets, n_sets, &r->params, err));
     r->st = calloc(1, r->ops->state_size);
     const ig_model *m = g_models[mi];
-    ig_policy_env env = {g_wq[mi], ig_model_get_config(m), n_slots, max_ctx, IG_DTYPE_F32, NULL};
+    ig_policy_env env = {g_wq[mi], ig_model_get_config(m), n_slots, max_ctx, IG_DTYPE_F32, NULL,
+                         NULL};
     ig_status rc = r->ops->init(r->st, &env, r->params, &r->caps, err);
     if (rc != IG_OK) {
         free(r->st);
@@ -739,7 +740,7 @@ static void test_wq_handed_in(void) {
     CU_ASSERT_EQUAL_FATAL(ig_policy_params_parse(ops, sets, 1, &params, &err), IG_OK);
     void *st = calloc(1, ops->state_size);
     ig_policy_caps caps;
-    ig_policy_env env = {NULL, c, 1, 32, IG_DTYPE_F32, NULL};
+    ig_policy_env env = {NULL, c, 1, 32, IG_DTYPE_F32, NULL, NULL};
     CU_ASSERT_EQUAL(ops->init(st, &env, params, &caps, &err), IG_ERR_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "W_q"));
     static ig_policy_wq wq[64];

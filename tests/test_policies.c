@@ -552,7 +552,7 @@ static void test_versions_and_cost_terms(void) {
         CU_ASSERT_EQUAL_FATAL(ig_policy_params_parse(i4, sets[k], 1, &p, &err), IG_OK);
         CU_ASSERT_EQUAL(ig_policy_get_cost_terms(i4, p, &cfg, &ct, &err), IG_OK);
         void *st = calloc(1, i4->state_size ? i4->state_size : 1);
-        ig_policy_env env = {NULL, &cfg, 1, 16, IG_DTYPE_F32, NULL};
+        ig_policy_env env = {NULL, &cfg, 1, 16, IG_DTYPE_F32, NULL, NULL};
         ig_policy_caps caps;
         memset(&caps, 0, sizeof caps);
         CU_ASSERT_EQUAL(i4->init(st, &env, p, &caps, &err), IG_OK);

@@ -67,7 +67,7 @@ static int rig_open(rig *r, const char *policy, const char *const *sets, int n_s
     r->cfg.head_dim = hd;
     r->cfg.d_model = n_head * hd;
     r->max_ctx = max_ctx;
-    ig_policy_env env = {NULL, &r->cfg, 1, max_ctx, IG_DTYPE_F32, NULL};
+    ig_policy_env env = {NULL, &r->cfg, 1, max_ctx, IG_DTYPE_F32, NULL, NULL};
     ig_policy_params *p = params_of(policy, sets, n_sets);
     if (!p) return -1;
     r->st = calloc(1, r->ops->state_size ? r->ops->state_size : 1);

@@ -30,6 +30,15 @@ ig_status ig_cu_create(ig_engine *e, ig_error *err) {
     (void)e;
     return no_cuda(err);
 }
+void ig_cu_layer_wq(const ig_cu_engine *c, int l, const void **w, ig_dtype *t, int64_t *rows,
+                    int64_t *cols, const float **bias) {
+    (void)c;
+    (void)l;
+    *w = NULL;
+    *t = IG_DTYPE_F32;
+    *rows = *cols = 0;
+    *bias = NULL;
+}
 void ig_cu_free(ig_cu_engine *c) {
     (void)c;
 }
@@ -344,6 +353,16 @@ static ig_status create(ig_engine *e, ig_cu_engine *c, ig_error *err) {
         }
     }
     return ig_cuda_stream_sync(c->cs, err);
+}
+
+void ig_cu_layer_wq(const ig_cu_engine *c, int l, const void **w, ig_dtype *t, int64_t *rows,
+                    int64_t *cols, const float **bias) {
+    const cu_layer *L = &c->layers[l];
+    *w = L->wq.d;
+    *t = L->wq.t;
+    *rows = L->wq.rows;
+    *cols = L->wq.cols;
+    *bias = L->bq;
 }
 
 ig_status ig_cu_create(ig_engine *e, ig_error *err) {

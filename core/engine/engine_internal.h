@@ -70,6 +70,11 @@ size_t ig_kv_run_row_bytes(const ig_kv_run *r);
  * the host, and with a policy the rows its hooks read (e->h, e->q, e->k, e->v) are copied down
  * each layer, e->att rows computed on the CPU copied up. */
 ig_status ig_cu_create(ig_engine *e, ig_error *err);
+/* Layer l's W_q on the device, in the type the engine computes with (f16/bf16, f32 with
+ * cuda_f32_weights, or block-quantized kept compressed), and its bias on the device (NULL: none):
+ * what the engine hands a policy that projects queries ahead (ig_policy_env.wq_dev). */
+void ig_cu_layer_wq(const ig_cu_engine *c, int l, const void **w, ig_dtype *t, int64_t *rows,
+                    int64_t *cols, const float **bias);
 void ig_cu_free(ig_cu_engine *c);
 /* Runs the layers and the final norm of the call laid out in e (rows, sequences, GPU batches;
  * e->x holds the embeddings on the host). */

@@ -42,6 +42,7 @@ struct ig_kv_run {
     ig_policy_ops ops_res;     /* the policy's table resolved: no NULL lifetime hooks */
     ig_be *be;                 /* the policy's backend (ig_policy_env.be), freed after fini */
     ig_policy_wq *wq;          /* [L]: each layer's W_q for the policy (ig_policy_env.wq) */
+    ig_policy_wq *wq_dev;      /* [L]: the CUDA engine's device copies (ig_policy_env.wq_dev) */
     const ig_link_model *link; /* on: gathers and decode stores of host slots are throttled */
     void *st;
     ig_policy_caps caps;
@@ -162,7 +163,18 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         const ig_layer *ly = ig_model_layer(e->model, l);
         r->wq[l] = (ig_policy_wq){ly->wq.data, ly->wq.dtype, ly->wq.rows, ly->wq.cols, ly->bq};
     }
-    ig_policy_env env = {r->wq, c, o->max_seqs, o->max_ctx, o->kv_dtype, r->be};
+    if (e->cu) {
+        r->wq_dev = ig_calloc((size_t)r->L, sizeof *r->wq_dev, err);
+        if (!r->wq_dev) {
+            ig_policy_params_free(own_params);
+            return IG_ERR_NOMEM;
+        }
+        for (int l = 0; l < r->L; l++) {
+            ig_policy_wq *v = &r->wq_dev[l];
+            ig_cu_layer_wq(e->cu, l, &v->data, &v->dtype, &v->rows, &v->cols, &v->bias);
+        }
+    }
+    ig_policy_env env = {r->wq, c, o->max_seqs, o->max_ctx, o->kv_dtype, r->be, r->wq_dev};
     r->caps.codec.kind = o->kv_dtype == IG_DTYPE_F16 ? IG_KV_CODEC_F16 : IG_KV_CODEC_F32;
     ig_status rc = ops->init(r->st, &env, params, &r->caps, err);
     ig_policy_params_free(own_params);
@@ -323,6 +335,7 @@ void ig_kv_run_free(ig_kv_run *r) {
     if (r->st && r->ops) r->ops->fini(r->st);
     free(r->st);
     free(r->wq);
+    free(r->wq_dev);
     ig_be_free(r->be); /* after fini: the policy's buffers are on it */
     ig_kv_home_free(r->home);
     for (int b = 0; b < 2; b++) {
