@@ -196,8 +196,8 @@ ig_status ig_hostmem_alloc(const ig_topo *t, ig_numa_mode mode, const int *nodes
         warn_unbound_once(h->unbound_reason);
     }
 
-    /* CUDA builds: the KV home registers its rows pinned+mapped itself (ig_kv_home_cuda_map, when
-     * the engine runs on CUDA), with cudaHostRegister, which keeps this NUMA placement. */
+    /* The CUDA engine registers a KV home's rows pinned+mapped (ig_kv_home_row_memory, then
+     * cudaHostRegister, which keeps this NUMA placement). */
     *out = h;
     return IG_OK;
 }

@@ -6,7 +6,6 @@
 #include "offload/hostmem.h"
 
 #ifdef IG_HAVE_CUDA
-#include "kernels/cuda/cuda_backend.h"
 #endif
 
 #include <pthread.h>
@@ -22,7 +21,6 @@ struct ig_kv_home {
     unsigned char *k, *v;
     ig_hostmem *k_mem, *v_mem; /* NUMA-bound rows (with a topology) */
     size_t mem_bytes;          /* bytes of k (and of v) */
-    int cuda_mapped;           /* k and v registered pinned+mapped (ig_kv_home_cuda_map) */
     int32_t *pos;              /* [table][capacity] */
     int32_t *free_list;        /* [table][capacity] stack of released entries */
     int64_t *n_free, *n_used, *high;
@@ -185,37 +183,14 @@ ig_status ig_kv_home_create(const ig_kv_home_opts *o, ig_kv_home **out, ig_error
     return IG_OK;
 }
 
-ig_status ig_kv_home_cuda_map(ig_kv_home *h, void **k_dev, void **v_dev, ig_error *err) {
-#ifdef IG_HAVE_CUDA
-    if (!h->cuda_mapped) {
-        /* cudaHostRegister keeps the pages where they are (their NUMA binding, see hostmem) */
-        IG_TRY(ig_cuda_host_register(h->k, h->mem_bytes, 1, err));
-        ig_status st = ig_cuda_host_register(h->v, h->mem_bytes, 1, err);
-        if (st != IG_OK) {
-            ig_error e2;
-            ig_cuda_host_unregister(h->k, &e2);
-            return st;
-        }
-        h->cuda_mapped = 1;
-    }
-    IG_TRY(ig_cuda_host_device_ptr(k_dev, h->k, err));
-    return ig_cuda_host_device_ptr(v_dev, h->v, err);
-#else
-    (void)h;
-    *k_dev = *v_dev = NULL;
-    return ig_error_set(err, IG_ERR_UNSUPPORTED, "KV home: this build has no CUDA backend");
-#endif
+void ig_kv_home_row_memory(const ig_kv_home *h, void **k, void **v, size_t *bytes) {
+    *k = h->k;
+    *v = h->v;
+    *bytes = h->mem_bytes;
 }
 
 void ig_kv_home_free(ig_kv_home *h) {
     if (!h) return;
-#ifdef IG_HAVE_CUDA
-    if (h->cuda_mapped) {
-        ig_error err;
-        ig_cuda_host_unregister(h->k, &err);
-        ig_cuda_host_unregister(h->v, &err);
-    }
-#endif
     if (h->k_mem || h->v_mem) {
         ig_hostmem_free(h->k_mem);
         ig_hostmem_free(h->v_mem);

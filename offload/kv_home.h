@@ -89,12 +89,12 @@ const void *ig_kv_home_v_base(const ig_kv_home *h, int layer, int slot, int head
 void ig_kv_home_read(const ig_kv_home *h, int layer, int slot, int head, const int32_t *entries,
                      int64_t n, float *k_out, float *v_out);
 
-/* CUDA builds: registers the memory slots' K and V rows pinned and mapped (cudaHostRegister,
- * keeping their NUMA placement; undone at free) and gives their device addresses, so that a kernel
- * gathers selected rows straight from the home (ig_cuda_gather_rows). Table (layer, slot, head) of
- * a memory slot starts at byte ((layer * n_slots + slot) * n_kv_head + head) * capacity *
- * row_bytes of each (no disk slots). Without CUDA: IG_ERR_UNSUPPORTED. */
-ig_status ig_kv_home_cuda_map(ig_kv_home *h, void **k_dev, void **v_dev, ig_error *err);
+/* The memory slots' K and V rows in host memory, `bytes` each: table (layer, slot, head) of a
+ * memory slot starts at byte ((layer * n_slots + slot) * n_kv_head + head) * capacity * row_bytes
+ * of each (disk slots have none). A device backend registers them for its copies (the CUDA engine
+ * pins and maps them, keeping their NUMA placement, and unregisters them before the home is
+ * freed); this module moves and counts bytes and never calls a backend. */
+void ig_kv_home_row_memory(const ig_kv_home *h, void **k, void **v, size_t *bytes);
 /* Bytes of the entries in use (K and V), and of the whole allocation. */
 size_t ig_kv_home_resident_bytes(const ig_kv_home *h);
 /* The same for slots [slot0, slot1) only. */

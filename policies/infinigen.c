@@ -298,7 +298,6 @@ typedef struct ig_state {
     void **wq_d;              /* [Ls] */
     ig_dtype *wq_t;           /* [Ls] */
     float **bq_d;             /* [Ls], NULL entries without a bias */
-    int wq_own;               /* wq_d/bq_d are this policy's copies (no ig_policy_env.wq_dev) */
     float *x_d;               /* [S][d] */
     float *qf_d;              /* [S][H*hd] */
     float *pqmax_d;           /* [S][H] (partial_scores' row maxima, unused) */
@@ -333,8 +332,6 @@ static void free_state(ig_state *s) {
                        s->cnt_d, s->n_d,     s->k_d,    s->idx_d, s->tcnt_d, s->x_d,
                        s->qf_d,  s->pqmax_d, s->qpos_d, s->cos_d, s->sin_d,  s->act_d};
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ig_be_release(s->be, dev[i]);
-        for (int l = 0; s->wq_own && s->wq_d && l < s->Ls; l++) ig_be_release(s->be, s->wq_d[l]);
-        for (int l = 0; s->wq_own && s->bq_d && l < s->Ls; l++) ig_be_release(s->be, s->bq_d[l]);
     }
     free(s->wq_d);
     free(s->wq_t);
@@ -451,7 +448,7 @@ static ig_status device_init(ig_state *s, ig_be *be, const ig_policy_wq *wq_dev,
                         "infinigen: the speculation's buffers on the %s backend: ", be->caps.name);
         return err->code ? err->code : IG_ERR_NOMEM;
     }
-    /* the partial query's inputs: W_q and bias of the selected layers, the RoPE tables */
+    /* the partial query's buffers and the RoPE tables */
     size_t hd = (size_t)s->hd, qd = H * hd, d = (size_t)s->d;
     s->wq_d = ig_calloc(Ls, sizeof *s->wq_d, err);
     s->bq_d = ig_calloc(Ls, sizeof *s->bq_d, err);
@@ -466,25 +463,12 @@ static ig_status device_init(ig_state *s, ig_be *be, const ig_policy_wq *wq_dev,
         !(s->pqmax_d = ig_be_alloc(be, S * H * sizeof(float), err)) ||
         !(s->act_d = ig_be_alloc(be, Ls * S * G * hd * km * sizeof(float), err)))
         rc = err->code ? err->code : IG_ERR_NOMEM;
-    /* the engine's own device copies where it has them (the type it computes with), else ours */
-    s->wq_own = wq_dev == NULL;
-    for (int ls = 0; wq_dev && ls < s->Ls; ls++) {
+    /* the engine's own device copies of W_q (the type it computes with): not this policy's */
+    for (int ls = 0; ls < s->Ls; ls++) {
         const ig_policy_wq *v = &wq_dev[ls + s->dense];
         s->wq_d[ls] = (void *)v->data;
         s->wq_t[ls] = v->dtype;
         s->bq_d[ls] = (float *)v->bias;
-    }
-    for (int ls = 0; !wq_dev && ls < s->Ls && rc == IG_OK; ls++) {
-        const ig_policy_wq *wq = &s->wq[ls + s->dense];
-        s->wq_t[ls] = wq->dtype;
-        size_t wb = (size_t)wq->rows * ig_dtype_row_bytes(wq->dtype, s->d);
-        if (!(s->wq_d[ls] = ig_be_alloc(be, wb, err))) rc = err->code ? err->code : IG_ERR_NOMEM;
-        if (rc == IG_OK) rc = ig_be_upload(be, s->wq_d[ls], wq->data, wb, err);
-        if (rc == IG_OK && wq->bias) {
-            if (!(s->bq_d[ls] = ig_be_alloc(be, qd * sizeof(float), err)))
-                rc = err->code ? err->code : IG_ERR_NOMEM;
-            if (rc == IG_OK) rc = ig_be_upload(be, s->bq_d[ls], wq->bias, qd * sizeof(float), err);
-        }
     }
     if (rc == IG_OK && s->arch == IG_ARCH_LLAMA) {
         size_t tb = C * (size_t)(s->rot_dim / 2) * sizeof(float);
@@ -496,7 +480,7 @@ static ig_status device_init(ig_state *s, ig_be *be, const ig_policy_wq *wq_dev,
     }
     if (rc != IG_OK) {
         ig_error_prefix(
-            err, "infinigen: the partial query's weights on the %s backend: ", be->caps.name);
+            err, "infinigen: the partial query's buffers on the %s backend: ", be->caps.name);
         return rc;
     }
     return IG_OK;
@@ -526,14 +510,18 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
         return ig_error_set(err, IG_ERR_INVALID_ARG,
                             "infinigen: the engine handed in no W_q (its speculation projects the "
                             "next layer's query)");
-    for (int l = 0; l < s->L; l++)
-        if (env->wq[l].rows != (int64_t)s->H * s->hd || env->wq[l].cols != s->d ||
-            !ig_dtype_is_weight_storage(env->wq[l].dtype) ||
-            !ig_dtype_row_ok(env->wq[l].dtype, s->d))
-            return ig_error_set(err, IG_ERR_SHAPE,
-                                "infinigen: layer %d's W_q is [%lld][%lld] %s, expected [%d][%d]",
-                                l, (long long)env->wq[l].rows, (long long)env->wq[l].cols,
-                                ig_dtype_name(env->wq[l].dtype), s->H * s->hd, s->d);
+    for (int v = 0; v < 2; v++) {
+        const ig_policy_wq *w = v ? env->wq_dev : env->wq;
+        for (int l = 0; w && l < s->L; l++)
+            if (w[l].rows != (int64_t)s->H * s->hd || w[l].cols != s->d ||
+                !ig_dtype_is_weight_storage(w[l].dtype) || !ig_dtype_row_ok(w[l].dtype, s->d))
+                return ig_error_set(err, IG_ERR_SHAPE,
+                                    "infinigen: layer %d's W_q%s is [%lld][%lld] %s, expected "
+                                    "[%d][%d]",
+                                    l, v ? " on the device" : "", (long long)w[l].rows,
+                                    (long long)w[l].cols, ig_dtype_name(w[l].dtype), s->H * s->hd,
+                                    s->d);
+    }
     s->group = s->H / s->G;
     s->scale = 1.0f / sqrtf((float)s->hd);
     s->k = (int)(ig_params_num(p, "partial_ratio") * s->hd + 1e-9);
@@ -663,7 +651,7 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
         if (!s->rope_cos || !s->rope_sin) goto fail;
         ig_cpu_rope_table(c->rope_theta, s->rot_dim, s->C, s->rope_cos, s->rope_sin);
     }
-    if (env->be && env->be->caps.device_memory) {
+    if (env->be && env->be->caps.device_memory && env->wq_dev) {
         rc = device_init(s, env->be, env->wq_dev, err);
         if (rc != IG_OK) goto fail;
     }
@@ -1258,19 +1246,13 @@ static void ig_reset_slot(void *st, int slot) {
     }
 }
 
-/* Device, as the device path holds it: the partial key cache, the chosen columns of A per (layer,
- * slot, KV head), and the selected layers' W_q and bias as stored, which the speculation of layer
- * i+1 reads during layer i (a GPU keeps them resident whatever the weight placement streams).
- * Host: the pool's counters. */
+/* Device, as the device path holds it: the partial key cache and the chosen columns of A per
+ * (layer, slot, KV head). W_q is the engine's (handed in, on the CUDA engine its own device copy),
+ * counted with the model's weights, not here. Host: the pool's counters. */
 static size_t ig_device_bytes(const void *st) {
     const ig_state *s = st;
     size_t lsg_n = (size_t)s->Ls * (size_t)s->S * (size_t)s->G, km = (size_t)s->kmax;
-    size_t w = lsg_n * km * (size_t)s->hd;
-    size_t wq = 0;
-    for (int l = s->dense; l < s->L; l++)
-        wq += (size_t)s->wq[l].rows *
-              (ig_dtype_row_bytes(s->wq[l].dtype, s->d) + (s->wq[l].bias ? sizeof(float) : 0));
-    return lsg_n * km * (size_t)s->C * s->pk_size + w * sizeof(float) + wq;
+    return lsg_n * km * (size_t)s->C * s->pk_size + lsg_n * km * (size_t)s->hd * sizeof(float);
 }
 
 static size_t ig_host_bytes(const void *st) {

@@ -730,7 +730,8 @@ static void test_selection_rule(void) {
 }
 
 /* W_q comes from the engine (ig_policy_env.wq): without it, or with a wrong shape, init refuses
- * with a message; on Llama the selected layers' W_q (and bias) count as device bytes, as stored. */
+ * with a message; it is the engine's, so the policy's device bytes do not depend on its type or
+ * bias (the model's weights count it once). */
 static void test_wq_handed_in(void) {
     const ig_model_config *c = ig_model_get_config(g_models[0]);
     const ig_policy_ops *ops = ig_policy_find("infinigen");
@@ -753,7 +754,7 @@ static void test_wq_handed_in(void) {
     char want[64];
     snprintf(want, sizeof want, "layer %d's W_q", L - 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, want));
-    /* device bytes: f32 -> f16 halves the W_q rows, a bias adds a float per row */
+    /* device bytes: the same with W_q in f16 and with a bias */
     size_t dev[3];
     float *bias = calloc((size_t)c->n_head * (size_t)c->head_dim, sizeof(float));
     for (int v = 0; v < 3; v++) {
@@ -767,9 +768,9 @@ static void test_wq_handed_in(void) {
         dev[v] = ops->device_bytes(st);
         ops->fini(st);
     }
-    size_t rows = (size_t)c->n_head * (size_t)c->head_dim, Ls = (size_t)L - 1;
-    CU_ASSERT_EQUAL(dev[0] - dev[1], Ls * rows * (size_t)c->d_model * 2);
-    CU_ASSERT_EQUAL(dev[2] - dev[1], Ls * rows * sizeof(float));
+    CU_ASSERT(dev[0] > 0);
+    CU_ASSERT_EQUAL(dev[1], dev[0]);
+    CU_ASSERT_EQUAL(dev[2], dev[0]);
     free(bias);
     free(st);
     ig_policy_params_free(params);

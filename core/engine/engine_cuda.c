@@ -138,6 +138,7 @@ struct ig_cu_engine {
     int64_t cap;
     size_t row_bytes;
     const unsigned char *home_k, *home_v;     /* device addresses of the mapped home */
+    void *reg_k, *reg_v;                      /* the home's host rows registered here, or NULL */
     size_t layer_bytes;                       /* bytes of one layer's home rows (K or V) */
     void *ws_k[2], *ws_v[2];                  /* [S][G][cap] rows in the home's format */
     float *wsf_k, *wsf_v;                     /* quantized homes: the working set decoded to f32 */
@@ -248,6 +249,9 @@ void ig_cu_free(ig_cu_engine *c) {
         free(c->ev);
     }
     if (c->xs) ig_cuda_stream_destroy(c->xs);
+    ig_error uerr;
+    if (c->reg_k) ig_cuda_host_unregister(c->reg_k, &uerr);
+    if (c->reg_v) ig_cuda_host_unregister(c->reg_v, &uerr);
     ig_cuda_ctx_destroy(c->ctx);
     free(c);
 }
@@ -611,8 +615,18 @@ ig_status ig_cu_kv_setup(ig_engine *e, ig_kv_home *home, int64_t cap, size_t row
     c->cap = cap;
     c->row_bytes = row_bytes;
     c->layer_bytes = S * G * (size_t)cap * row_bytes;
-    void *kd = NULL, *vd = NULL;
-    IG_TRY(ig_kv_home_cuda_map(home, &kd, &vd, err));
+    /* the home's host rows, registered pinned and mapped so that gathers read them in place
+     * (cudaHostRegister keeps the pages where they are: their NUMA binding, offload/hostmem);
+     * unregistered by ig_cu_free, which the engine calls before it frees the home */
+    void *hk = NULL, *hv = NULL, *kd = NULL, *vd = NULL;
+    size_t hb = 0;
+    ig_kv_home_row_memory(home, &hk, &hv, &hb);
+    IG_TRY(ig_cuda_host_register(hk, hb, 1, err));
+    c->reg_k = hk;
+    IG_TRY(ig_cuda_host_register(hv, hb, 1, err));
+    c->reg_v = hv;
+    IG_TRY(ig_cuda_host_device_ptr(&kd, hk, err));
+    IG_TRY(ig_cuda_host_device_ptr(&vd, hv, err));
     c->home_k = kd;
     c->home_v = vd;
     size_t ws = S * G * (size_t)cap * row_bytes;
