@@ -21,12 +21,12 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
         t->sync != NULL,          t->linear != NULL,   t->rmsnorm != NULL,
         t->layernorm != NULL,     t->rope != NULL,     t->silu_mul != NULL,
         t->add != NULL,           t->softmax != NULL,  t->partial_scores != NULL,
-        t->count_greater != NULL, t->topk != NULL,
+        t->count_greater != NULL, t->topk != NULL,     t->partial_scores_tab != NULL,
     };
     static const char *names[] = {
         "destroy", "alloc",   "free",           "upload",        "download", "upload2d",
         "sync",    "linear",  "rmsnorm",        "layernorm",     "rope",     "silu_mul",
-        "add",     "softmax", "partial_scores", "count_greater", "topk"};
+        "add",     "softmax", "partial_scores", "count_greater", "topk",     "partial_scores_tab"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -155,6 +155,30 @@ ig_status ig_be_partial_scores(ig_be *be, const void *keys, ig_dtype kt, int64_t
     return be->iface->partial_scores(be, keys, kt, ld, keys_stride, kc, n, q, ldq, q_stride, nq,
                                      out, ldo, out_stride, col_max, cm_stride, row_max, tables,
                                      err);
+}
+
+ig_status ig_be_partial_scores_tab(ig_be *be, const void *keys, ig_dtype kt, int64_t ld,
+                                   const int64_t *tab, int kc_max, int64_t n_max, const float *q,
+                                   int64_t ldq, int64_t q_stride, int nq, float *out, int64_t ldo,
+                                   int64_t out_stride, float *col_max, int64_t cm_stride,
+                                   float *row_max, int tables, ig_error *err) {
+    CHECK(kt == IG_DTYPE_F32 || kt == IG_DTYPE_F16, "partial_scores_tab: keys of type %s",
+          ig_dtype_name(kt));
+    CHECK(tables >= 0 && n_max >= 0 && kc_max >= 0 && kc_max <= 512 && nq >= 1 && nq <= 16,
+          "partial_scores_tab: tables=%d n_max=%lld kc_max=%d (0 to 512) nq=%d (1 to 16)", tables,
+          (long long)n_max, kc_max, nq);
+    CHECK(ld >= n_max && ldq >= kc_max && ldo >= n_max,
+          "partial_scores_tab: ld=%lld ldq=%lld ldo=%lld", (long long)ld, (long long)ldq,
+          (long long)ldo);
+    CHECK(!col_max || tables <= 1 || cm_stride >= n_max,
+          "partial_scores_tab: cm_stride=%lld < n_max=%lld", (long long)cm_stride,
+          (long long)n_max);
+    if (tables == 0) return IG_OK;
+    CHECK(keys && tab && q && out && row_max,
+          "partial_scores_tab: NULL keys, tab, q, out or row_max");
+    return be->iface->partial_scores_tab(be, keys, kt, ld, tab, kc_max, n_max, q, ldq, q_stride, nq,
+                                         out, ldo, out_stride, col_max, cm_stride, row_max, tables,
+                                         err);
 }
 
 ig_status ig_be_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,

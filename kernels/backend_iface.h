@@ -78,6 +78,11 @@ typedef struct ig_be_iface {
     ig_status (*topk)(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
                       const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
                       int64_t ld_idx, int32_t *counts, ig_error *err);
+    ig_status (*partial_scores_tab)(ig_be *be, const void *keys, ig_dtype kt, int64_t ld,
+                                    const int64_t *tab, int kc_max, int64_t n_max, const float *q,
+                                    int64_t ldq, int64_t q_stride, int nq, float *out, int64_t ldo,
+                                    int64_t out_stride, float *col_max, int64_t cm_stride,
+                                    float *row_max, int tables, ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -133,6 +138,17 @@ ig_status ig_be_partial_scores(ig_be *be, const void *keys, ig_dtype kt, int64_t
                                int64_t q_stride, int nq, float *out, int64_t ldo,
                                int64_t out_stride, float *col_max, int64_t cm_stride,
                                float *row_max, int tables, ig_error *err);
+/* As ig_be_partial_scores, each table with its own keys, column count and length, read from the
+ * backend buffer tab [tables][3]: table t's keys at keys + tab[3t] elements, its kc = tab[3t + 1]
+ * columns (clamped to 0 .. kc_max) and n = tab[3t + 2] entries (clamped to 0 .. n_max); its scores
+ * and col_max are written for its n entries only, row_max over them (-inf when n = 0). One call
+ * for tables of different sizes at arbitrary places (InfiniGen's (sequence, KV head) tables of a
+ * layer); bit for bit ig_be_partial_scores on each table alone. */
+ig_status ig_be_partial_scores_tab(ig_be *be, const void *keys, ig_dtype kt, int64_t ld,
+                                   const int64_t *tab, int kc_max, int64_t n_max, const float *q,
+                                   int64_t ldq, int64_t q_stride, int nq, float *out, int64_t ldo,
+                                   int64_t out_stride, float *col_max, int64_t cm_stride,
+                                   float *row_max, int tables, ig_error *err);
 /* Per row r of x (x + r * ldx, n_rows ? n_rows[r] : n elements): counts[r] = the elements strictly
  * greater than (thr_base ? thr_base[r] : 0) + thr_add (ig_cpu_count_greater). */
 ig_status ig_be_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,

@@ -268,6 +268,90 @@ static void test_partial_scores(void) {
     printf("\n    ");
 }
 
+/* Tables placed and sized one by one (tab): each table equals the uniform op on that table alone
+ * (bit for bit on the same backend, within rounding against cpu elsewhere); entries past a table's
+ * length and the scores of an empty table are left alone, its row maxima -inf. */
+static void test_partial_scores_tab(void) {
+    enum { T = 4, KCM = 12, LD = 70, NM = 61, NQ = 3, LDQ = 16, LDO = 64, NK = 5 * KCM * LD };
+    static const int64_t kc[T] = {12, 5, 0, 9}, nn[T] = {61, 17, 40, 0};
+    static const int64_t off[T] = {2 * KCM * LD, 0, 4 * KCM * LD, KCM * LD + 3};
+    int64_t tab[3 * T];
+    for (int t = 0; t < T; t++) {
+        tab[3 * t] = off[t];
+        tab[3 * t + 1] = kc[t];
+        tab[3 * t + 2] = nn[t];
+    }
+    static float keys[NK], q[T * NQ * LDQ];
+    fill(keys, NK);
+    fill(q, T * NQ * LDQ);
+    static float cpu_out[T * NQ * LDO], cpu_cm[T * LDO], cpu_rm[T * NQ];
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        static float one_out[T * NQ * LDO], one_cm[T * LDO], one_rm[T * NQ];
+        static float out[T * NQ * LDO], cm[T * LDO], rm[T * NQ], poison[T * NQ * LDO];
+        for (int i = 0; i < T * NQ * LDO; i++) poison[i] = 1234.5f;
+        float *dk = up(be, keys, sizeof keys), *dq = up(be, q, sizeof q);
+        int64_t *dtab = up(be, tab, sizeof tab);
+        float *dout = up(be, poison, sizeof out), *dcm = up(be, poison, sizeof cm);
+        float *drm = up(be, NULL, sizeof rm);
+        CU_ASSERT_EQUAL(ig_be_partial_scores_tab(be, dk, IG_DTYPE_F32, LD, dtab, KCM, NM, dq, LDQ,
+                                                 NQ * LDQ, NQ, dout, LDO, NQ * LDO, dcm, LDO, drm,
+                                                 T, &err),
+                        IG_OK);
+        down(be, out, dout, sizeof out);
+        down(be, cm, dcm, sizeof cm);
+        down(be, rm, drm, sizeof rm);
+        /* the uniform op, one table at a time, on the same backend */
+        ig_be_upload(be, dout, poison, sizeof out, &err);
+        ig_be_upload(be, dcm, poison, sizeof cm, &err);
+        for (int t = 0; t < T; t++)
+            CU_ASSERT_EQUAL(ig_be_partial_scores(be, dk + off[t], IG_DTYPE_F32, LD, 0, (int)kc[t],
+                                                 nn[t], dq + t * NQ * LDQ, LDQ, 0, NQ,
+                                                 dout + t * NQ * LDO, LDO, 0, dcm + t * LDO, 0,
+                                                 drm + t * NQ, 1, &err),
+                            IG_OK);
+        down(be, one_out, dout, sizeof out);
+        down(be, one_cm, dcm, sizeof cm);
+        down(be, one_rm, drm, sizeof rm);
+        CU_ASSERT(memcmp(out, one_out, sizeof out) == 0);
+        CU_ASSERT(memcmp(cm, one_cm, sizeof cm) == 0);
+        CU_ASSERT(memcmp(rm, one_rm, sizeof rm) == 0);
+        int untouched = 1;
+        for (int t = 0; t < T; t++) {
+            for (int h = 0; h < NQ; h++)
+                for (int e = (int)nn[t]; e < LDO; e++)
+                    untouched &= out[(t * NQ + h) * LDO + e] == 1234.5f;
+            for (int e = (int)nn[t]; e < LDO; e++) untouched &= cm[t * LDO + e] == 1234.5f;
+        }
+        CU_ASSERT(untouched);
+        for (int h = 0; h < NQ; h++) CU_ASSERT(isinf(rm[3 * NQ + h]) && rm[3 * NQ + h] < 0);
+        for (int h = 0; h < NQ; h++) CU_ASSERT_EQUAL(out[(2 * NQ + h) * LDO], 0.0f); /* kc 0 */
+        if (bi == 0) {
+            memcpy(cpu_out, out, sizeof out);
+            memcpy(cpu_cm, cm, sizeof cm);
+            memcpy(cpu_rm, rm, sizeof rm);
+        } else {
+            double d = 0;
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < NQ; h++) {
+                    size_t at = ((size_t)t * NQ + (size_t)h) * LDO;
+                    double dh = rel_diff(cpu_out + at, out + at, (size_t)nn[t]);
+                    if (dh > d) d = dh;
+                }
+            report("partial tab", be, d, 2e-5);
+        }
+        ig_be_release(be, dk);
+        ig_be_release(be, dq);
+        ig_be_release(be, dtab);
+        ig_be_release(be, dout);
+        ig_be_release(be, dcm);
+        ig_be_release(be, drm);
+    }
+    printf("\n    ");
+}
+
 static void test_count_and_topk(void) {
     enum { ROWS = 6, LDX = 300, N = 257, LDI = 260 };
     static float x[ROWS * LDX];
@@ -368,6 +452,14 @@ static void test_checks(void) {
                                              d + 32, 3, d + 48, 2, &err),
                         IG_ERR_INVALID_ARG);
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "cm_stride=3"));
+        CU_ASSERT_EQUAL(ig_be_partial_scores_tab(be, d, IG_DTYPE_F32, 4, (int64_t *)d, 513, 4, d,
+                                                 600, 0, 1, d, 4, 0, NULL, 0, d, 1, &err),
+                        IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "kc_max=513"));
+        CU_ASSERT_EQUAL(ig_be_partial_scores_tab(be, d, IG_DTYPE_F32, 4, NULL, 2, 4, d, 2, 0, 1, d,
+                                                 4, 0, NULL, 0, d, 1, &err),
+                        IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "NULL keys, tab"));
         CU_ASSERT_EQUAL(ig_be_partial_scores(be, d, IG_DTYPE_F32, 4, 0, 2, 4, d, 2, 0, 1, d + 16, 4,
                                              0, d + 32, 0, d + 48, 1, &err),
                         IG_OK);
@@ -387,6 +479,7 @@ void ig_test_register(void) {
     CU_add_test(s, "norms_rope_elementwise", test_norms_rope_elementwise);
     CU_add_test(s, "linear", test_linear);
     CU_add_test(s, "partial_scores", test_partial_scores);
+    CU_add_test(s, "partial_scores_tab", test_partial_scores_tab);
     CU_add_test(s, "count_and_topk", test_count_and_topk);
     CU_add_test(s, "checks", test_checks);
 }

@@ -171,6 +171,29 @@ static ig_status host_partial_scores(ig_be *be, const void *keys, ig_dtype kt, i
     return IG_OK;
 }
 
+static ig_status host_partial_scores_tab(ig_be *be, const void *keys, ig_dtype kt, int64_t ld,
+                                         const int64_t *tab, int kc_max, int64_t n_max,
+                                         const float *q, int64_t ldq, int64_t q_stride, int nq,
+                                         float *out, int64_t ldo, int64_t out_stride,
+                                         float *col_max, int64_t cm_stride, float *row_max,
+                                         int tables, ig_error *err) {
+    (void)err;
+    size_t esz = kt == IG_DTYPE_F16 ? 2 : 4;
+    int nt = host_threads(be, tables);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int t = 0; t < tables; t++) {
+        int64_t kc = tab[3 * t + 1], n = tab[3 * t + 2];
+        kc = kc < 0 ? 0 : kc > kc_max ? kc_max : kc;
+        n = n < 0 ? 0 : n > n_max ? n_max : n;
+        K(be)->partial_scores((const char *)keys + (size_t)tab[3 * t] * esz, kt, ld, (int)kc, n,
+                              q + (size_t)t * (size_t)q_stride, ldq, nq,
+                              out + (size_t)t * (size_t)out_stride, ldo,
+                              col_max ? col_max + (size_t)t * (size_t)cm_stride : NULL,
+                              row_max + (size_t)t * (size_t)nq);
+    }
+    return IG_OK;
+}
+
 static ig_status host_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
                                     const int32_t *n_rows, const float *thr_base, float thr_add,
                                     int32_t *counts, ig_error *err) {
@@ -228,10 +251,25 @@ static ig_status host_topk(ig_be *be, const float *x, int64_t ldx, int rows, int
 }
 
 static const ig_be_iface g_host_iface = {
-    IG_BE_IFACE_VERSION, host_destroy,       host_alloc,    host_free,   host_copy,
-    host_copy,           host_copy2d,        host_sync,     host_linear, host_rmsnorm,
-    host_layernorm,      host_rope,          host_silu_mul, host_add,    host_softmax,
-    host_partial_scores, host_count_greater, host_topk,
+    IG_BE_IFACE_VERSION,
+    host_destroy,
+    host_alloc,
+    host_free,
+    host_copy,
+    host_copy,
+    host_copy2d,
+    host_sync,
+    host_linear,
+    host_rmsnorm,
+    host_layernorm,
+    host_rope,
+    host_silu_mul,
+    host_add,
+    host_softmax,
+    host_partial_scores,
+    host_count_greater,
+    host_topk,
+    host_partial_scores_tab,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

@@ -143,10 +143,21 @@ ig_status cu_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
     return ig_cuda_topk(x, ldx, rows, n, n_rows, k, k_rows, idx, ld_idx, counts, S(be), err);
 }
 
+ig_status cu_partial_scores_tab(ig_be *be, const void *keys, ig_dtype kt, int64_t ld,
+                                const int64_t *tab, int kc_max, int64_t n_max, const float *q,
+                                int64_t ldq, int64_t q_stride, int nq, float *out, int64_t ldo,
+                                int64_t out_stride, float *col_max, int64_t cm_stride,
+                                float *row_max, int tables, ig_error *err) {
+    return ig_cuda_partial_scores_tab(keys, kt, ld, tab, kc_max, n_max, q, ldq, q_stride, nq, out,
+                                      ldo, out_stride, col_max, cm_stride, row_max, tables, S(be),
+                                      err);
+}
+
 const ig_be_iface g_cuda_iface = {
-    IG_BE_IFACE_VERSION, cu_destroy, cu_alloc,   cu_free,           cu_upload,        cu_download,
-    cu_upload2d,         cu_sync,    cu_linear,  cu_rmsnorm,        cu_layernorm,     cu_rope,
-    cu_silu_mul,         cu_add,     cu_softmax, cu_partial_scores, cu_count_greater, cu_topk,
+    IG_BE_IFACE_VERSION,   cu_destroy, cu_alloc,   cu_free,           cu_upload,        cu_download,
+    cu_upload2d,           cu_sync,    cu_linear,  cu_rmsnorm,        cu_layernorm,     cu_rope,
+    cu_silu_mul,           cu_add,     cu_softmax, cu_partial_scores, cu_count_greater, cu_topk,
+    cu_partial_scores_tab,
 };
 
 } // namespace

@@ -119,6 +119,15 @@ ig_status ig_cuda_partial_scores(const void *keys, ig_dtype kt, int64_t ld, int6
                                  float *col_max, int64_t cm_stride, float *row_max, int tables,
                                  ig_cuda_stream_t s, ig_error *err);
 
+/* As ig_cuda_partial_scores, each table's keys offset, column count and length from the device
+ * array tab [tables][3] (int64: keys offset in elements, kc clamped to 0 .. kc_max, n clamped to
+ * 0 .. n_max); scores and col_max written for a table's n entries only. */
+ig_status ig_cuda_partial_scores_tab(const void *keys, ig_dtype kt, int64_t ld, const int64_t *tab,
+                                     int kc_max, int64_t n_max, const float *q, int64_t ldq,
+                                     int64_t q_stride, int nq, float *out, int64_t ldo,
+                                     int64_t out_stride, float *col_max, int64_t cm_stride,
+                                     float *row_max, int tables, ig_cuda_stream_t s, ig_error *err);
+
 /* Row r of x (x + r * ldx) has n_rows ? n_rows[r] : n elements (<= ldx); its threshold is
  * thr_r = (thr_base ? thr_base[r] : 0) + thr_add (InfiniGen: row_max from partial scores and
  * thr_add = -alpha, the same f32 sum as the CPU's max - alpha).

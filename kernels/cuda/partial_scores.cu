@@ -1,6 +1,7 @@
 /* InfiniGen's partial attention scores over column-major partial key tables, many tables per
  * launch (ig_cpu_partial_scores per table): grid (entry blocks, tables), a thread per entry, the
- * table's query rows in shared memory, each key column read once, coalesced along entries. */
+ * table's query rows in shared memory, each key column read once, coalesced along entries. Tables
+ * are either evenly strided with one size, or each placed and sized by a device array (tab). */
 #include "kernels/cuda/cuda_common.cuh"
 
 #define PS_MAX_ROWS 16
@@ -23,16 +24,24 @@ static __global__ void fill_kernel(float *x, int64_t n, float v) {
         x[i] = v;
 }
 
+/* tab: NULL (table t at keys + t * keys_stride, kc columns, n entries), or [tables][3] int64:
+ * keys offset, kc (clamped to 0 .. kc), n (clamped to 0 .. n). */
 template <typename T>
 static __global__ void partial_scores_kernel(const T *keys, int64_t ld, int64_t keys_stride, int kc,
-                                             int64_t n, const float *q, int64_t ldq,
-                                             int64_t q_stride, int nq, float *out, int64_t ldo,
-                                             int64_t out_stride, float *col_max, int64_t cm_stride,
-                                             float *row_max) {
+                                             int64_t n, const int64_t *tab, const float *q,
+                                             int64_t ldq, int64_t q_stride, int nq, float *out,
+                                             int64_t ldo, int64_t out_stride, float *col_max,
+                                             int64_t cm_stride, float *row_max) {
     extern __shared__ float sq[]; /* [nq][kc] */
     __shared__ float red[32];
     int64_t t = blockIdx.y;
     const T *kt = keys + t * keys_stride;
+    if (tab) {
+        int64_t tk = tab[3 * t + 1], tn = tab[3 * t + 2];
+        kt = keys + tab[3 * t];
+        kc = (int)(tk < 0 ? 0 : tk > kc ? kc : tk);
+        n = tn < 0 ? 0 : tn > n ? n : tn;
+    }
     const float *qt = q + t * q_stride;
     for (int i = threadIdx.x; i < nq * kc; i += blockDim.x) sq[i] = qt[(i / kc) * ldq + i % kc];
     __syncthreads();
@@ -81,11 +90,42 @@ extern "C" ig_status ig_cuda_partial_scores(const void *keys, ig_dtype kt, int64
     size_t shm = (size_t)nq * (size_t)kc * sizeof(float);
     if (kt == IG_DTYPE_F32)
         partial_scores_kernel<float><<<grid, PS_BLOCK, shm, s>>>(
-            (const float *)keys, ld, keys_stride, kc, n, q, ldq, q_stride, nq, out, ldo, out_stride,
-            col_max, cm_stride, row_max);
+            (const float *)keys, ld, keys_stride, kc, n, (const int64_t *)NULL, q, ldq, q_stride,
+            nq, out, ldo, out_stride, col_max, cm_stride, row_max);
     else
         partial_scores_kernel<__half><<<grid, PS_BLOCK, shm, s>>>(
-            (const __half *)keys, ld, keys_stride, kc, n, q, ldq, q_stride, nq, out, ldo,
+            (const __half *)keys, ld, keys_stride, kc, n, (const int64_t *)NULL, q, ldq, q_stride,
+            nq, out, ldo, out_stride, col_max, cm_stride, row_max);
+    return IG_CU_LAUNCHED(err, "partial_scores_kernel");
+}
+
+extern "C" ig_status ig_cuda_partial_scores_tab(const void *keys, ig_dtype kt, int64_t ld,
+                                                const int64_t *tab, int kc_max, int64_t n_max,
+                                                const float *q, int64_t ldq, int64_t q_stride,
+                                                int nq, float *out, int64_t ldo, int64_t out_stride,
+                                                float *col_max, int64_t cm_stride, float *row_max,
+                                                int tables, ig_cuda_stream_t s, ig_error *err) {
+    const char *fn = "ig_cuda_partial_scores_tab";
+    IG_CU_ARG(kt == IG_DTYPE_F32 || kt == IG_DTYPE_F16, err, fn);
+    IG_CU_ARG(nq >= 1 && nq <= PS_MAX_ROWS && kc_max >= 0 && kc_max <= 512, err, fn);
+    IG_CU_ARG(n_max >= 0 && ld >= n_max && ldo >= n_max && ldq >= kc_max, err, fn);
+    IG_CU_ARG(tables >= 0 && tables <= 65535, err, fn);
+    IG_CU_ARG(!col_max || tables <= 1 || cm_stride >= n_max, err, fn);
+    if (tables == 0) return IG_OK;
+    IG_CU_ARG(tab != NULL, err, fn);
+    fill_kernel<<<ig_grid((int64_t)tables * nq, 256), 256, 0, s>>>(row_max, (int64_t)tables * nq,
+                                                                   -INFINITY);
+    IG_TRY(IG_CU_LAUNCHED(err, "fill_kernel"));
+    if (n_max == 0) return IG_OK;
+    dim3 grid(ig_grid(n_max, PS_BLOCK), (unsigned)tables);
+    size_t shm = (size_t)nq * (size_t)kc_max * sizeof(float);
+    if (kt == IG_DTYPE_F32)
+        partial_scores_kernel<float><<<grid, PS_BLOCK, shm, s>>>(
+            (const float *)keys, ld, 0, kc_max, n_max, tab, q, ldq, q_stride, nq, out, ldo,
+            out_stride, col_max, cm_stride, row_max);
+    else
+        partial_scores_kernel<__half><<<grid, PS_BLOCK, shm, s>>>(
+            (const __half *)keys, ld, 0, kc_max, n_max, tab, q, ldq, q_stride, nq, out, ldo,
             out_stride, col_max, cm_stride, row_max);
     return IG_CU_LAUNCHED(err, "partial_scores_kernel");
 }
