@@ -276,21 +276,23 @@ typedef struct ig_state {
      * ops on its buffers. NULL be: the host path (the CPU engine, whose table is these same
      * kernels; OPT's partial query there reads the folded wq_skew). */
     ig_be *be;
-    void *pkc_d;        /* [Ls][S][G][kmax][C], as pkc */
-    int64_t *pk_lo;     /* host [Ls][S][G]: first entry written since the last upload */
-    float *pq_d;        /* [S][H][kmax] */
-    float *hs_d;        /* [S][G][group][C] each query head's partial scores */
-    float *ms_d;        /* [S][G][C] the group's max per entry */
-    float *rmax_d;      /* [S][G][group] each query head's best score */
-    int32_t *nrow_d;    /* [S][G][group] entries per score row */
-    int32_t *cnt_d;     /* [S][G][group] threshold counts */
-    int32_t *n_d, *k_d; /* [S][G] entries and tokens to select per (slot, KV head) */
-    int32_t *idx_d;     /* [S][G][C] */
-    int32_t *tcnt_d;    /* [S][G] */
-    int32_t *nrow_h;    /* [S][G][group], then counts */
-    float *rmax_h;      /* [S][G][group] */
-    int32_t *nk_h;      /* [S][G] */
-    int32_t *idx_h;     /* [S][G][C] */
+    int be_host;            /* be's buffers are host memory (the cpu table): pkc_d is pkc itself */
+    void *pkc_d;            /* [Ls][S][G][kmax][C], as pkc */
+    int64_t *tab_h, *tab_d; /* [S][G][3]: each (slot, KV head) table's place, columns, length */
+    int64_t *pk_lo;         /* host [Ls][S][G]: first entry written since the last upload */
+    float *pq_d;            /* [S][H][kmax] */
+    float *hs_d;            /* [S][G][group][C] each query head's partial scores */
+    float *ms_d;            /* [S][G][C] the group's max per entry */
+    float *rmax_d;          /* [S][G][group] each query head's best score */
+    int32_t *nrow_d;        /* [S][G][group] entries per score row */
+    int32_t *cnt_d;         /* [S][G][group] threshold counts */
+    int32_t *n_d, *k_d;     /* [S][G] entries and tokens to select per (slot, KV head) */
+    int32_t *idx_d;         /* [S][G][C] */
+    int32_t *tcnt_d;        /* [S][G] */
+    int32_t *nrow_h;        /* [S][G][group], then counts */
+    float *rmax_h;          /* [S][G][group] */
+    int32_t *nk_h;          /* [S][G] */
+    int32_t *idx_h;         /* [S][G][C] */
     /* the partial query on the device: W_q (+ bias) of each selected layer as stored, the input
      * rows, the full query (rotated on Llama), and per (sparse layer, slot, KV head) the chosen
      * columns of A transposed and scaled, [hd][kmax] (zero past ncols), re-uploaded when
@@ -328,9 +330,10 @@ static int pool_on(const ig_state *s) {
 
 static void free_state(ig_state *s) {
     if (s->be) {
-        void *dev[] = {s->pkc_d, s->pq_d,    s->hs_d,   s->ms_d,  s->rmax_d, s->nrow_d,
-                       s->cnt_d, s->n_d,     s->k_d,    s->idx_d, s->tcnt_d, s->x_d,
-                       s->qf_d,  s->pqmax_d, s->qpos_d, s->cos_d, s->sin_d,  s->act_d};
+        if (s->be_host) s->pkc_d = NULL; /* pkc's, freed below */
+        void *dev[] = {s->pkc_d,   s->tab_d,  s->pq_d,  s->hs_d,  s->ms_d,   s->rmax_d, s->nrow_d,
+                       s->cnt_d,   s->n_d,    s->k_d,   s->idx_d, s->tcnt_d, s->x_d,    s->qf_d,
+                       s->pqmax_d, s->qpos_d, s->cos_d, s->sin_d, s->act_d};
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ig_be_release(s->be, dev[i]);
     }
     free(s->wq_d);
@@ -339,6 +342,7 @@ static void free_state(ig_state *s) {
     free(s->act_dirty);
     free(s->act_h);
     free(s->pk_lo);
+    free(s->tab_h);
     free(s->nrow_h);
     free(s->rmax_h);
     free(s->nk_h);
@@ -425,15 +429,20 @@ static ig_status device_init(ig_state *s, ig_be *be, const ig_policy_wq *wq_dev,
     size_t Ls = (size_t)s->Ls, S = (size_t)s->S, G = (size_t)s->G, H = (size_t)s->H;
     size_t C = (size_t)s->C, km = (size_t)s->kmax, grp = (size_t)s->group;
     s->be = be;
+    s->be_host = !be->caps.device_memory;
     s->pk_lo = ig_malloc(Ls * S * G * sizeof(int64_t), err);
+    s->tab_h = ig_malloc(S * G * 3 * sizeof(int64_t), err);
     s->nrow_h = ig_malloc(S * H * sizeof(int32_t), err);
     s->rmax_h = ig_malloc(S * H * sizeof(float), err);
     s->nk_h = ig_malloc(S * G * sizeof(int32_t), err);
     s->idx_h = ig_malloc(S * G * C * sizeof(int32_t), err);
-    if (!s->pk_lo || !s->nrow_h || !s->rmax_h || !s->nk_h || !s->idx_h) return IG_ERR_NOMEM;
+    if (!s->pk_lo || !s->tab_h || !s->nrow_h || !s->rmax_h || !s->nk_h || !s->idx_h)
+        return IG_ERR_NOMEM;
     for (size_t i = 0; i < Ls * S * G; i++) s->pk_lo[i] = 0;
     size_t pk_bytes = Ls * S * G * km * C * s->pk_size;
-    if (!(s->pkc_d = ig_be_alloc(be, pk_bytes, err)) ||
+    if (s->be_host) s->pkc_d = s->pkc; /* host memory: the table reads the cache in place */
+    if (!(s->pkc_d || (s->pkc_d = ig_be_alloc(be, pk_bytes, err))) ||
+        !(s->tab_d = ig_be_alloc(be, S * G * 3 * sizeof(int64_t), err)) ||
         !(s->pq_d = ig_be_alloc(be, S * H * km * sizeof(float), err)) ||
         !(s->hs_d = ig_be_alloc(be, S * G * grp * C * sizeof(float), err)) ||
         !(s->ms_d = ig_be_alloc(be, S * G * C * sizeof(float), err)) ||
@@ -651,8 +660,11 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
         if (!s->rope_cos || !s->rope_sin) goto fail;
         ig_cpu_rope_table(c->rope_theta, s->rot_dim, s->C, s->rope_cos, s->rope_sin);
     }
-    if (env->be && env->be->caps.device_memory && env->wq_dev) {
-        rc = device_init(s, env->be, env->wq_dev, err);
+    /* the speculation through the run's backend table: on a device backend with the engine's
+     * device W_q, on a host one (the CPU engine's cpu table) with W_q as handed in */
+    const ig_policy_wq *wq_be = env->be && env->be->caps.device_memory ? env->wq_dev : env->wq;
+    if (env->be && wq_be) {
+        rc = device_init(s, env->be, wq_be, err);
         if (rc != IG_OK) goto fail;
     }
     return IG_OK;
@@ -980,7 +992,7 @@ static int select_on_device(ig_state *s, int ls, int n, const int *slots, const 
     /* 1. the partial queries, then the partial key cache's entries written since the last
      * selection */
     ig_status rc = partial_query_device(s, ls, n, slots, x_prev, ev, &err);
-    for (int t = 0; t < tasks && rc == IG_OK; t++) {
+    for (int t = 0; t < tasks && rc == IG_OK && !s->be_host; t++) {
         size_t ix = lsg(s, ls, slots[t / G], t % G);
         int64_t lo = s->pk_lo[ix], hw = ev[t].high_water;
         if (lo >= hw) continue;
@@ -989,18 +1001,24 @@ static int select_on_device(ig_state *s, int ls, int n, const int *slots, const 
                             C * psz, (size_t)(hw - lo) * psz, (size_t)s->ncols[ix], &err);
         if (rc == IG_OK) s->pk_lo[ix] = INT64_MAX;
     }
-    /* 2. scores: each (slot, KV head)'s query heads against its partial keys */
-    for (int t = 0; t < tasks && rc == IG_OK; t++) {
-        int i = t / G, g = t % G;
-        size_t ix = lsg(s, ls, slots[i], g);
+    /* 2. scores: each (slot, KV head)'s query heads against its partial keys, one call for every
+     * table (each with its own place, column count and length) */
+    int64_t n_max = 0;
+    for (int t = 0; t < tasks; t++) {
+        size_t ix = lsg(s, ls, slots[t / G], t % G);
         int64_t hw = ev[t].high_water;
         for (int hh = 0; hh < grp; hh++) s->nrow_h[t * grp + hh] = (int32_t)hw;
-        rc = ig_be_partial_scores(
-            be, (const char *)s->pkc_d + ix * tab, s->pk_type, s->C, 0, s->ncols[ix], hw,
-            s->pq_d + ((size_t)i * (size_t)H + (size_t)g * (size_t)grp) * (size_t)km, km, 0, grp,
-            s->hs_d + (size_t)t * (size_t)grp * C, s->C, 0, s->ms_d + (size_t)t * C, s->C,
-            s->rmax_d + (size_t)t * (size_t)grp, 1, &err);
+        s->tab_h[3 * t] = (int64_t)(ix * (size_t)km * C);
+        s->tab_h[3 * t + 1] = s->ncols[ix];
+        s->tab_h[3 * t + 2] = hw;
+        if (hw > n_max) n_max = hw;
     }
+    if (rc == IG_OK)
+        rc = ig_be_upload(be, s->tab_d, s->tab_h, (size_t)tasks * 3 * sizeof(int64_t), &err);
+    if (rc == IG_OK)
+        rc = ig_be_partial_scores_tab(be, s->pkc_d, s->pk_type, s->C, s->tab_d, km, n_max, s->pq_d,
+                                      km, (int64_t)grp * km, grp, s->hs_d, s->C,
+                                      (int64_t)grp * s->C, s->ms_d, s->C, s->rmax_d, tasks, &err);
     /* 3. every query head's count within alpha of its best, then the fetch counts */
     size_t rows = (size_t)tasks * (size_t)grp;
     if (rc == IG_OK) rc = ig_be_upload(be, s->nrow_d, s->nrow_h, rows * sizeof(int32_t), &err);
