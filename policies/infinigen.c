@@ -242,7 +242,6 @@ typedef struct ig_state {
     int scope;
     int threads;
     ig_skew *skew;
-    float *wq_skew; /* OPT: [Ls][H*hd][d+1], scale * A^T [W_q | b_q] per head */
     float *rope_cos, *rope_sin;
     /* per (sparse layer, slot, KV head) */
     unsigned char *ready; /* [Ls][S] partial weight index built */
@@ -256,7 +255,6 @@ typedef struct ig_state {
     int32_t *last_sel;  /* pool: [Ls][S][G][C], 1 + sequence length at the last selection */
     /* scratch (sized at init; hooks never allocate) */
     float *qfull;        /* [S][H*hd] */
-    float *xaug;         /* [S][d+1] */
     int32_t *qpos;       /* [S] */
     float *pq;           /* [S][H][kmax] partial queries */
     float *mscore;       /* [S][G][C] group-max partial score per entry */
@@ -270,11 +268,12 @@ typedef struct ig_state {
     float *seed_pq;      /* [H][kmax] */
     int32_t *seed_idx;   /* [C] */
     unsigned char *mark; /* [C] */
-    /* Speculation on a device backend (env->be with device memory, the CUDA engine): the partial
-     * key cache mirrored there (its new entries uploaded before each selection), and every step
-     * (the partial query from W_q, partial scores, threshold counts, top-n) run by the backend's
-     * ops on its buffers. NULL be: the host path (the CPU engine, whose table is these same
-     * kernels; OPT's partial query there reads the folded wq_skew). */
+    /* Speculation through the run's backend table (env->be): every step (the partial query from
+     * W_q, partial scores, threshold counts, top-n) by the table's ops on its buffers, the same
+     * code on the CUDA engine (the partial key cache mirrored on the device, its new entries
+     * uploaded before each selection) and on the CPU engine (the cpu table reads it in place).
+     * NULL be (hooks driven without an engine), a pool with freed entries, groups over 16 query
+     * heads, or a failed backend: the host loop. */
     ig_be *be;
     int be_host;            /* be's buffers are host memory (the cpu table): pkc_d is pkc itself */
     void *pkc_d;            /* [Ls][S][G][kmax][C], as pkc */
@@ -348,7 +347,6 @@ static void free_state(ig_state *s) {
     free(s->nk_h);
     free(s->idx_h);
     ig_skew_free(s->skew);
-    free(s->wq_skew);
     free(s->alpha_l);
     free(s->ad_got);
     free(s->ad_want);
@@ -362,7 +360,6 @@ static void free_state(ig_state *s) {
     free(s->sel_count);
     free(s->last_sel);
     free(s->qfull);
-    free(s->xaug);
     free(s->qpos);
     free(s->pq);
     free(s->mscore);
@@ -388,40 +385,6 @@ static float dotf(const float *a, const float *b, int n) {
     for (; i < n; i++) r += a[i] * b[i];
     for (int j = 0; j < 8; j++) r += acc[j];
     return r;
-}
-
-/* OPT: fold the bias (an appended input column) and the 1/sqrt(head_dim) scale into W_q, then the
- * rotation: row h*hd + c of layer l = scale * sum_r A_g[r][c] [W_q | b_q][h*hd + r]. */
-static ig_status build_opt_weights(ig_state *s, ig_error *err) {
-    size_t hd = (size_t)s->hd, d1 = (size_t)s->d + 1, qd = (size_t)s->H * hd;
-    s->wq_skew = ig_malloc((size_t)s->Ls * qd * d1 * sizeof(float), err);
-    float *w = ig_malloc(hd * d1 * sizeof(float), err);
-    if (!s->wq_skew || !w) {
-        free(w);
-        return IG_ERR_NOMEM;
-    }
-    for (int ls = 0; ls < s->Ls; ls++) {
-        int l = ls + s->dense;
-        const ig_policy_wq *wq = &s->wq[l];
-        size_t rb = ig_dtype_row_bytes(wq->dtype, s->d);
-        for (int h = 0; h < s->H; h++) {
-            for (size_t r = 0; r < hd; r++) {
-                size_t row = (size_t)h * hd + r;
-                const char *src = (const char *)wq->data + row * rb;
-                if (ig_dtype_is_quant(wq->dtype))
-                    ig_dequant_row_ref(wq->dtype, src, w + r * d1, s->d);
-                else
-                    ig_convert(IG_DTYPE_F32, w + r * d1, wq->dtype, src, (size_t)s->d);
-                w[r * d1 + (size_t)s->d] = wq->bias ? wq->bias[row] : 0.0f;
-            }
-            const float *A = ig_skew_A(s->skew, l, h / s->group);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->hd, (int)d1, s->hd, s->scale, A,
-                        s->hd, w, (int)d1, 0.0f,
-                        s->wq_skew + ((size_t)ls * qd + (size_t)h * hd) * d1, (int)d1);
-        }
-    }
-    free(w);
-    return IG_OK;
 }
 
 /* The device side of the speculation (ig_state.be): buffers sized once, as the host scratch. */
@@ -618,7 +581,6 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     s->acols = ig_calloc(Ls * S * G * km * hd, sizeof(float), err);
     s->pkc = ig_aligned_alloc(Ls * S * G * km * C * s->pk_size, err);
     s->qfull = ig_aligned_alloc(S * H * hd * sizeof(float), err);
-    s->xaug = ig_malloc(S * ((size_t)s->d + 1) * sizeof(float), err);
     s->qpos = ig_calloc(S, sizeof(int32_t), err);
     s->pq = ig_calloc(S * H * km, sizeof(float), err);
     s->mscore = ig_aligned_alloc(S * G * C * sizeof(float), err);
@@ -633,9 +595,9 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     s->ad_got = ig_calloc(Ls, sizeof(double), err);
     s->ad_want = ig_calloc(Ls, sizeof(double), err);
     rc = IG_ERR_NOMEM;
-    if (!s->ready || !s->ncols || !s->cols || !s->acols || !s->pkc || !s->qfull || !s->xaug ||
-        !s->qpos || !s->pq || !s->mscore || !s->hscore || !s->hmax || !s->tmp || !s->frac ||
-        !s->nsel || !s->rows || !s->mark || !s->alpha_l || !s->ad_got || !s->ad_want)
+    if (!s->ready || !s->ncols || !s->cols || !s->acols || !s->pkc || !s->qfull || !s->qpos ||
+        !s->pq || !s->mscore || !s->hscore || !s->hmax || !s->tmp || !s->frac || !s->nsel ||
+        !s->rows || !s->mark || !s->alpha_l || !s->ad_got || !s->ad_want)
         goto fail;
     for (size_t l = 0; l < Ls; l++) s->alpha_l[l] = s->alpha;
     if (pool_on(s)) {
@@ -649,10 +611,7 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
             if (!s->seed_pk || !s->seed_pq || !s->seed_idx) goto fail;
         }
     }
-    if (s->arch == IG_ARCH_OPT) {
-        rc = build_opt_weights(s, err);
-        if (rc != IG_OK) goto fail;
-    } else {
+    if (s->arch == IG_ARCH_LLAMA) {
         size_t half = (size_t)s->rot_dim / 2;
         s->rope_cos = ig_malloc(C * half * sizeof(float), err);
         s->rope_sin = ig_malloc(C * half * sizeof(float), err);
@@ -884,52 +843,34 @@ static void fetch_counts(ig_state *s, int ls, int n, const ig_entries_view *ev) 
     }
 }
 
-/* Steps 2-4 of a selection on the device backend (ig_state.be), the same rules as the host path
- * below through the table's ops: partial scores per (slot, KV head), the threshold counts of every
- * query head at once, the fetch counts on the host (a few numbers), the top-n of every
- * (slot, KV head) at once; the selected entries come back. Returns 0 where it does not apply (a
- * pool has freed entries, whose masking is the host path's; groups of more than 16 query heads,
- * which the host path takes in chunks) or the backend failed (logged once; the host path, whose
- * partial key cache is the original, takes over). */
+/* A selection through the backend table (ig_state.be), the same rules as the host loop below
+ * through the table's ops: the partial queries, the partial scores of every (slot, KV head) in one
+ * call, the threshold counts of every query head at once, the fetch counts on the host (a few
+ * numbers), the top-n of every (slot, KV head) at once; the selected entries come back. Returns 0
+ * when the backend failed (logged once; the host loop, whose partial key cache is the original,
+ * takes over); device_eligible says where it does not apply. */
 /* Step 1 on the host: s->pq[i][h][j], the partial query of each sequence's query head h against
  * the chosen columns j of its KV head. */
 static void partial_query_host(ig_state *s, int ls, int n, const int *slots, const float *x_prev,
                                const ig_entries_view *ev) {
     int G = s->G, H = s->H, hd = s->hd, km = s->kmax;
     const ig_policy_wq *wq = &s->wq[ls + s->dense];
+    /* project with the full W_q (+ bias), rotate at the new token's position on Llama (RoPE sits
+     * between projection and score), then take the chosen columns of the skewed query (scaled) */
+    ig_cpu_linear(x_prev, n, s->d, wq->data, wq->dtype, (int64_t)H * hd, wq->bias, s->qfull);
     if (s->arch == IG_ARCH_LLAMA) {
-        /* RoPE sits between projection and score: project with the full W_q, rotate at the new
-         * token's position, then take the chosen columns of the skewed query (scaled). */
-        ig_cpu_linear(x_prev, n, s->d, wq->data, wq->dtype, (int64_t)H * hd, wq->bias, s->qfull);
         for (int i = 0; i < n; i++) s->qpos[i] = (int32_t)ev[(size_t)i * (size_t)G].n_tokens;
         ig_cpu_rope(s->qfull, n, H, hd, s->rot_dim, s->qpos, s->rope_cos, s->rope_sin);
-        for (int i = 0; i < n; i++)
-            for (int h = 0; h < H; h++) {
-                size_t ix = lsg(s, ls, slots[i], h / s->group);
-                const float *ac = s->acols + ix * (size_t)km * (size_t)hd;
-                const float *q = s->qfull + ((size_t)i * (size_t)H + (size_t)h) * (size_t)hd;
-                float *pq = s->pq + ((size_t)i * (size_t)H + (size_t)h) * (size_t)km;
-                for (int j = 0; j < s->ncols[ix]; j++)
-                    pq[j] = s->scale * dotf(ac + (size_t)j * (size_t)hd, q, hd);
-            }
-    } else {
-        size_t d1 = (size_t)s->d + 1, qd = (size_t)H * (size_t)hd;
-        for (int i = 0; i < n; i++) {
-            float *xa = s->xaug + (size_t)i * d1;
-            memcpy(xa, x_prev + (size_t)i * (size_t)s->d, (size_t)s->d * sizeof(float));
-            xa[s->d] = 1.0f; /* the bias column */
-            for (int h = 0; h < H; h++) {
-                size_t ix = lsg(s, ls, slots[i], h / s->group);
-                const int32_t *cols = s->cols + ix * (size_t)km;
-                float *pq = s->pq + ((size_t)i * (size_t)H + (size_t)h) * (size_t)km;
-                for (int j = 0; j < s->ncols[ix]; j++)
-                    pq[j] =
-                        dotf(s->wq_skew +
-                                 ((size_t)ls * qd + (size_t)h * (size_t)hd + (size_t)cols[j]) * d1,
-                             xa, (int)d1);
-            }
-        }
     }
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) {
+            size_t ix = lsg(s, ls, slots[i], h / s->group);
+            const float *ac = s->acols + ix * (size_t)km * (size_t)hd;
+            const float *q = s->qfull + ((size_t)i * (size_t)H + (size_t)h) * (size_t)hd;
+            float *pq = s->pq + ((size_t)i * (size_t)H + (size_t)h) * (size_t)km;
+            for (int j = 0; j < s->ncols[ix]; j++)
+                pq[j] = s->scale * dotf(ac + (size_t)j * (size_t)hd, q, hd);
+        }
 }
 
 /* Step 1 on the device: the full query of layer ls + dense from the previous layer's attention
