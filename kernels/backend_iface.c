@@ -22,11 +22,15 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
         t->layernorm != NULL,     t->rope != NULL,     t->silu_mul != NULL,
         t->add != NULL,           t->softmax != NULL,  t->partial_scores != NULL,
         t->count_greater != NULL, t->topk != NULL,     t->partial_scores_tab != NULL,
+        t->mask_scores != NULL,
     };
-    static const char *names[] = {
-        "destroy", "alloc",   "free",           "upload",        "download", "upload2d",
-        "sync",    "linear",  "rmsnorm",        "layernorm",     "rope",     "silu_mul",
-        "add",     "softmax", "partial_scores", "count_greater", "topk",     "partial_scores_tab"};
+    static const char *names[] = {"destroy",       "alloc",    "free",
+                                  "upload",        "download", "upload2d",
+                                  "sync",          "linear",   "rmsnorm",
+                                  "layernorm",     "rope",     "silu_mul",
+                                  "add",           "softmax",  "partial_scores",
+                                  "count_greater", "topk",     "partial_scores_tab",
+                                  "mask_scores"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -179,6 +183,22 @@ ig_status ig_be_partial_scores_tab(ig_be *be, const void *keys, ig_dtype kt, int
     return be->iface->partial_scores_tab(be, keys, kt, ld, tab, kc_max, n_max, q, ldq, q_stride, nq,
                                          out, ldo, out_stride, col_max, cm_stride, row_max, tables,
                                          err);
+}
+
+ig_status ig_be_mask_scores(ig_be *be, float *x, int64_t ldx, int rows, int64_t x_stride,
+                            float *col_max, int64_t cm_stride, float *row_max, const int32_t *key,
+                            int64_t key_stride, const int64_t *tab, int64_t n_max, int tables,
+                            ig_error *err) {
+    CHECK(tables >= 0 && rows >= 1 && n_max >= 0 && ldx >= n_max && key_stride >= n_max,
+          "mask_scores: tables=%d rows=%d n_max=%lld ldx=%lld key_stride=%lld", tables, rows,
+          (long long)n_max, (long long)ldx, (long long)key_stride);
+    CHECK(tables <= 1 || (x_stride >= (int64_t)rows * ldx && (!col_max || cm_stride >= n_max)),
+          "mask_scores: x_stride=%lld cm_stride=%lld overlap", (long long)x_stride,
+          (long long)cm_stride);
+    if (tables == 0) return IG_OK;
+    CHECK(x && row_max && key && tab, "mask_scores: NULL x, row_max, key or tab");
+    return be->iface->mask_scores(be, x, ldx, rows, x_stride, col_max, cm_stride, row_max, key,
+                                  key_stride, tab, n_max, tables, err);
 }
 
 ig_status ig_be_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,

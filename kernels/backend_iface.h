@@ -83,6 +83,10 @@ typedef struct ig_be_iface {
                                     int64_t ldq, int64_t q_stride, int nq, float *out, int64_t ldo,
                                     int64_t out_stride, float *col_max, int64_t cm_stride,
                                     float *row_max, int tables, ig_error *err);
+    ig_status (*mask_scores)(ig_be *be, float *x, int64_t ldx, int rows, int64_t x_stride,
+                             float *col_max, int64_t cm_stride, float *row_max, const int32_t *key,
+                             int64_t key_stride, const int64_t *tab, int64_t n_max, int tables,
+                             ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -149,6 +153,16 @@ ig_status ig_be_partial_scores_tab(ig_be *be, const void *keys, ig_dtype kt, int
                                    int64_t ldq, int64_t q_stride, int nq, float *out, int64_t ldo,
                                    int64_t out_stride, float *col_max, int64_t cm_stride,
                                    float *row_max, int tables, ig_error *err);
+/* Masks the entries of score tables whose key is negative (InfiniGen's pool: entries it freed,
+ * position -1). Table t has n_t = tab[3t + 2] entries (clamped to 0 .. n_max; tab as for
+ * ig_be_partial_scores_tab), `rows` score rows x + t * x_stride + h * ldx, optional col_max +
+ * t * cm_stride and keys key + t * key_stride. For e < n_t with key[e] < 0: x[h][e] = -inf for
+ * every row and col_max[e] = -inf; then row_max[t * rows + h] = the largest x[h][e] over the
+ * other entries (NaN never larger; -inf when none). Exact on every backend. */
+ig_status ig_be_mask_scores(ig_be *be, float *x, int64_t ldx, int rows, int64_t x_stride,
+                            float *col_max, int64_t cm_stride, float *row_max, const int32_t *key,
+                            int64_t key_stride, const int64_t *tab, int64_t n_max, int tables,
+                            ig_error *err);
 /* Per row r of x (x + r * ldx, n_rows ? n_rows[r] : n elements): counts[r] = the elements strictly
  * greater than (thr_base ? thr_base[r] : 0) + thr_add (ig_cpu_count_greater). */
 ig_status ig_be_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,

@@ -272,12 +272,13 @@ typedef struct ig_state {
      * W_q, partial scores, threshold counts, top-n) by the table's ops on its buffers, the same
      * code on the CUDA engine (the partial key cache mirrored on the device, its new entries
      * uploaded before each selection) and on the CPU engine (the cpu table reads it in place).
-     * NULL be (hooks driven without an engine), a pool with freed entries, groups over 16 query
-     * heads, or a failed backend: the host loop. */
+     * NULL be (hooks driven without an engine), groups over 16 query heads, or a failed backend:
+     * the host loop. */
     ig_be *be;
     int be_host;            /* be's buffers are host memory (the cpu table): pkc_d is pkc itself */
     void *pkc_d;            /* [Ls][S][G][kmax][C], as pkc */
     int64_t *tab_h, *tab_d; /* [S][G][3]: each (slot, KV head) table's place, columns, length */
+    int32_t *pos_d;         /* [S][G][C]: the entries' positions, when a pool freed some */
     int64_t *pk_lo;         /* host [Ls][S][G]: first entry written since the last upload */
     float *pq_d;            /* [S][H][kmax] */
     float *hs_d;            /* [S][G][group][C] each query head's partial scores */
@@ -330,9 +331,9 @@ static int pool_on(const ig_state *s) {
 static void free_state(ig_state *s) {
     if (s->be) {
         if (s->be_host) s->pkc_d = NULL; /* pkc's, freed below */
-        void *dev[] = {s->pkc_d,   s->tab_d,  s->pq_d,  s->hs_d,  s->ms_d,   s->rmax_d, s->nrow_d,
-                       s->cnt_d,   s->n_d,    s->k_d,   s->idx_d, s->tcnt_d, s->x_d,    s->qf_d,
-                       s->pqmax_d, s->qpos_d, s->cos_d, s->sin_d, s->act_d};
+        void *dev[] = {s->pkc_d,  s->tab_d,   s->pos_d,  s->pq_d,  s->hs_d,  s->ms_d,   s->rmax_d,
+                       s->nrow_d, s->cnt_d,   s->n_d,    s->k_d,   s->idx_d, s->tcnt_d, s->x_d,
+                       s->qf_d,   s->pqmax_d, s->qpos_d, s->cos_d, s->sin_d, s->act_d};
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ig_be_release(s->be, dev[i]);
     }
     free(s->wq_d);
@@ -406,6 +407,7 @@ static ig_status device_init(ig_state *s, ig_be *be, const ig_policy_wq *wq_dev,
     if (s->be_host) s->pkc_d = s->pkc; /* host memory: the table reads the cache in place */
     if (!(s->pkc_d || (s->pkc_d = ig_be_alloc(be, pk_bytes, err))) ||
         !(s->tab_d = ig_be_alloc(be, S * G * 3 * sizeof(int64_t), err)) ||
+        !(s->pos_d = ig_be_alloc(be, S * G * C * sizeof(int32_t), err)) ||
         !(s->pq_d = ig_be_alloc(be, S * H * km * sizeof(float), err)) ||
         !(s->hs_d = ig_be_alloc(be, S * G * grp * C * sizeof(float), err)) ||
         !(s->ms_d = ig_be_alloc(be, S * G * C * sizeof(float), err)) ||
@@ -915,12 +917,10 @@ static ig_status partial_query_device(ig_state *s, int ls, int n, const int *slo
     return IG_OK;
 }
 
-/* Whether this selection can run on the device backend (not where a pool freed entries). */
-static int device_eligible(const ig_state *s, int n, const ig_entries_view *ev) {
-    if (!s->be || s->dev_failed || s->group > 16) return 0;
-    for (int t = 0; t < n * s->G; t++)
-        if (ev[t].n_used != ev[t].high_water) return 0;
-    return 1;
+/* Whether this selection can run through the backend table (groups of more than 16 query heads,
+ * which the host loop takes in chunks, cannot). */
+static int device_eligible(const ig_state *s) {
+    return s->be && !s->dev_failed && s->group <= 16;
 }
 
 static int select_on_device(ig_state *s, int ls, int n, const int *slots, const float *x_prev,
@@ -960,6 +960,16 @@ static int select_on_device(ig_state *s, int ls, int n, const int *slots, const 
         rc = ig_be_partial_scores_tab(be, s->pkc_d, s->pk_type, s->C, s->tab_d, km, n_max, s->pq_d,
                                       km, (int64_t)grp * km, grp, s->hs_d, s->C,
                                       (int64_t)grp * s->C, s->ms_d, s->C, s->rmax_d, tasks, &err);
+    /* a pool freed entries: out of the scores, the maxima over the rest (the entries' positions,
+     * -1 where free, are the mask) */
+    int masked = 0;
+    for (int t = 0; t < tasks; t++) masked |= ev[t].n_used < ev[t].high_water;
+    for (int t = 0; t < tasks && masked && rc == IG_OK; t++)
+        rc = ig_be_upload(be, s->pos_d + (size_t)t * C, ev[t].pos,
+                          (size_t)ev[t].high_water * sizeof(int32_t), &err);
+    if (masked && rc == IG_OK)
+        rc = ig_be_mask_scores(be, s->hs_d, s->C, grp, (int64_t)grp * s->C, s->ms_d, s->C,
+                               s->rmax_d, s->pos_d, s->C, s->tab_d, n_max, tasks, &err);
     /* 3. every query head's count within alpha of its best, then the fetch counts */
     size_t rows = (size_t)tasks * (size_t)grp;
     if (rc == IG_OK) rc = ig_be_upload(be, s->nrow_d, s->nrow_h, rows * sizeof(int32_t), &err);
@@ -1030,8 +1040,7 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
     int tasks = n * G;
     s->selections++;
     /* 1-4 on the device backend where the run has one */
-    if (device_eligible(s, n, ev) && select_on_device(s, ls, n, slots, x_prev, ev, out))
-        goto counters;
+    if (device_eligible(s) && select_on_device(s, ls, n, slots, x_prev, ev, out)) goto counters;
 
     /* 1. partial queries of layer `layer` from the previous layer's attention input */
     partial_query_host(s, ls, n, slots, x_prev, ev);

@@ -352,6 +352,73 @@ static void test_partial_scores_tab(void) {
     printf("\n    ");
 }
 
+/* mask_scores against its definition, exactly on every table: masked entries -inf in every row
+ * and col_max, row maxima over the rest (NaN never larger; -inf for an empty or fully masked
+ * table), entries past a table's length untouched. */
+static void test_mask_scores(void) {
+    enum { T = 4, R = 3, LDX = 40, XS = R * LDX + 5, CMS = 44, KS = 41, NM = 37 };
+    static const int64_t nn[T] = {37, 0, 20, 9};
+    int64_t tab[3 * T];
+    for (int t = 0; t < T; t++) {
+        tab[3 * t] = 0;
+        tab[3 * t + 1] = 0;
+        tab[3 * t + 2] = nn[t];
+    }
+    static float x[T * XS], cm[T * CMS];
+    static int32_t key[T * KS];
+    fill(x, T * XS);
+    fill(cm, T * CMS);
+    for (int i = 0; i < T * KS; i++) key[i] = (i * 7) % 5 == 1 ? -1 : i;
+    for (int e = 0; e < KS; e++) key[3 * KS + e] = -1; /* table 3: every entry freed */
+    x[2 * LDX + 4] = NAN;                              /* table 0, row 2 */
+    float wx[T * XS], wcm[T * CMS], wrm[T * R];
+    memcpy(wx, x, sizeof x);
+    memcpy(wcm, cm, sizeof cm);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < R; h++) {
+            float m = -INFINITY;
+            for (int e = 0; e < nn[t]; e++) {
+                float *v = &wx[t * XS + h * LDX + e];
+                if (key[t * KS + e] < 0) {
+                    *v = -INFINITY;
+                    wcm[t * CMS + e] = -INFINITY;
+                } else if (*v > m) {
+                    m = *v;
+                }
+            }
+            wrm[t * R + h] = m;
+        }
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        float *dx = up(be, x, sizeof x), *dcm = up(be, cm, sizeof cm);
+        float *drm = up(be, NULL, sizeof wrm);
+        int32_t *dkey = up(be, key, sizeof key);
+        int64_t *dtab = up(be, tab, sizeof tab);
+        CU_ASSERT_EQUAL(
+            ig_be_mask_scores(be, dx, LDX, R, XS, dcm, CMS, drm, dkey, KS, dtab, NM, T, &err),
+            IG_OK);
+        float gx[T * XS], gcm[T * CMS], grm[T * R];
+        down(be, gx, dx, sizeof gx);
+        down(be, gcm, dcm, sizeof gcm);
+        down(be, grm, drm, sizeof grm);
+        CU_ASSERT(memcmp(gx, wx, sizeof gx) == 0); /* NaN stays NaN bit for bit */
+        CU_ASSERT(memcmp(gcm, wcm, sizeof gcm) == 0);
+        CU_ASSERT(memcmp(grm, wrm, sizeof grm) == 0);
+        CU_ASSERT(isinf(grm[1 * R]) && isinf(grm[3 * R + 2]));
+        CU_ASSERT_EQUAL(ig_be_mask_scores(be, dx, LDX, R, R * LDX - 1, dcm, CMS, drm, dkey, KS,
+                                          dtab, NM, T, &err),
+                        IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "overlap"));
+        ig_be_release(be, dx);
+        ig_be_release(be, dcm);
+        ig_be_release(be, drm);
+        ig_be_release(be, dkey);
+        ig_be_release(be, dtab);
+    }
+}
+
 static void test_count_and_topk(void) {
     enum { ROWS = 6, LDX = 300, N = 257, LDI = 260 };
     static float x[ROWS * LDX];
@@ -480,6 +547,7 @@ void ig_test_register(void) {
     CU_add_test(s, "linear", test_linear);
     CU_add_test(s, "partial_scores", test_partial_scores);
     CU_add_test(s, "partial_scores_tab", test_partial_scores_tab);
+    CU_add_test(s, "mask_scores", test_mask_scores);
     CU_add_test(s, "count_and_topk", test_count_and_topk);
     CU_add_test(s, "checks", test_checks);
 }

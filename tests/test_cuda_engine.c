@@ -229,6 +229,7 @@ static void compare(const char *model, const ig_model *m, const char *policy,
 
 static const char *k_h2o[] = {"heavy_ratio=0.3", "recent_ratio=0.2"};
 static const char *k_inf[] = {"alpha=4", "dense_layers=0"};
+static const char *k_inf_pool[] = {"alpha=4", "dense_layers=0", "pool_capacity=0.5"};
 static const char *k_toy[] = {"fraction=0.4"};
 
 static void all_policies(const char *name, const ig_model *m) {
@@ -242,6 +243,8 @@ static void all_policies(const char *name, const ig_model *m) {
     compare(name, m, "full", NULL, 0, IG_KV_ACCESS_CPU, 0);
     compare(name, m, "h2o", k_h2o, 2, IG_KV_ACCESS_AUTO, 0);
     compare(name, m, "infinigen", k_inf, 2, IG_KV_ACCESS_AUTO, 0);
+    /* its memory-limited pool (evictions, the pool's counters) through the table too; f32 only */
+    compare1(name, m, "infinigen", k_inf_pool, 3, IG_KV_ACCESS_AUTO, 1, 0);
     compare(name, m, "int4", NULL, 0, IG_KV_ACCESS_AUTO, 0);
     compare(name, m, "toy-random", k_toy, 1, IG_KV_ACCESS_AUTO, 0);
 }

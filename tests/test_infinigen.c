@@ -34,6 +34,8 @@ static double urand(void) { /* [-1, 1) */
 static const char *g_fixtures[2] = {"tiny_llama", "tiny_opt"};
 static ig_model *g_models[2];
 static ig_policy_wq g_wq[2][64]; /* each model's W_q as the engine hands it in */
+static ig_be *g_cpu_be;          /* the cpu backend table */
+static ig_be *g_policy_be;       /* what policy_open hands the policy: NULL, or g_cpu_be */
 static ig_safetensors *g_refs[2];
 static char g_skew_path[2][4300];
 
@@ -45,6 +47,8 @@ static const int32_t *ref_tokens(int mi, const char *name, int *n) {
 }
 
 static int suite_init(void) {
+    ig_error berr;
+    if (ig_be_cpu_create(&g_cpu_be, &berr) != IG_OK) return 1;
     for (int i = 0; i < 2; i++) {
         ig_model_load_opts o = {IG_DTYPE_F32, 1, 0};
         ig_error err;
@@ -80,6 +84,7 @@ static int suite_init(void) {
 }
 
 static int suite_clean(void) {
+    ig_be_free(g_cpu_be);
     for (int i = 0; i < 2; i++) {
         ig_model_free(g_models[i]);
         ig_safetensors_close(g_refs[i]);
@@ -438,8 +443,8 @@ static ig_status policy_open(policy_run *r, int mi, int n_slots, int max_ctx,
     IG_TRY(ig_policy_params_parse(r->ops, sets, n_sets, &r->params, err));
     r->st = calloc(1, r->ops->state_size);
     const ig_model *m = g_models[mi];
-    ig_policy_env env = {g_wq[mi], ig_model_get_config(m), n_slots, max_ctx, IG_DTYPE_F32, NULL,
-                         NULL};
+    ig_policy_env env = {
+        g_wq[mi], ig_model_get_config(m), n_slots, max_ctx, IG_DTYPE_F32, g_policy_be, NULL};
     ig_status rc = r->ops->init(r->st, &env, r->params, &r->caps, err);
     if (rc != IG_OK) {
         free(r->st);
@@ -652,80 +657,91 @@ static void test_selection_rule(void) {
         {"partial_ratio=0.25", "column_rule=qk", RULE_QK, 4, 1.0},
         {"partial_ratio=0.25", "column_rule=union", RULE_UNION, 4, 1.0},
     };
-    for (int mi = 0; mi < 2; mi++) {
-        const ig_model *m = g_models[mi];
-        const ig_model_config *c = ig_model_get_config(m);
-        CU_ASSERT_FATAL(c->head_dim == 16 && c->n_head <= MAXH);
-        char skew[4400];
-        snprintf(skew, sizeof skew, "skew=%.4300s", g_skew_path[mi]);
-        ig_skew *sk = NULL;
-        ig_error err;
-        CU_ASSERT_EQUAL_FATAL(ig_skew_load(g_skew_path[mi], &sk, &err), IG_OK);
-        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-            char alpha[64];
-            snprintf(alpha, sizeof alpha, "alpha=%g", cases[ci].alpha);
-            /* f32 partial keys: the comparison with the rule is exact up to f32 rounding */
-            const char *sets[] = {"dense_layers=0",   cases[ci].ratio, cases[ci].rule,
-                                  "max_fetch=0.5",    alpha,           skew,
-                                  "partial_dtype=f32"};
-            policy_run r;
-            CU_ASSERT_EQUAL_FATAL(policy_open(&r, mi, 2, 64, sets, 7, &err), IG_OK);
-            CU_ASSERT_EQUAL(r.caps.select_ahead, 1);
-            CU_ASSERT_EQUAL(r.caps.dense, 0);
-            static slot_data sd[2];
-            int layer = 1;
-            sd[0].hw = 20;
-            sd[1].hw = 30;
-            const int ev0[] = {3, 11};
-            feed_slot(&r, c, layer, 0, &sd[0], ev0, 2, 1);
-            feed_slot(&r, c, layer, 1, &sd[1], NULL, 0, 1);
-            static unsigned char used[2][MAXH][16];
-            for (int i = 0; i < 2 && cases[ci].r != RULE_EXACT; i++)
-                expected_columns(c, sk, layer, &sd[i], cases[ci].r, cases[ci].k, used[i]);
-            float x[2 * 64];
-            for (int i = 0; i < 2 * c->d_model; i++) x[i] = (float)urand();
-            static int32_t exp[4][MAXH][SEL_MAX];
-            static int64_t exp_n[4][MAXH];
-            /* the policy computes in f32 (errors ~1e-6 here): no score may sit that close to a
-             * decision boundary for the comparison to be exact */
-            int clear =
-                expected_selection(m, layer, 2, sd, x, cases[ci].alpha, 0.5, sk,
-                                   cases[ci].r == RULE_EXACT ? NULL : used, exp, exp_n, 2e-5);
-            if (!clear)
-                fprintf(stderr, "\n    a score is within 2e-5 of a boundary: pick another seed");
-            CU_ASSERT(clear);
-            ig_entries_view ev[2 * MAXH];
-            int32_t ent[2][MAXH * SEL_MAX];
-            int64_t nn[2][MAXH];
-            ig_selection out[2] = {{ent[0], nn[0], SEL_MAX}, {ent[1], nn[1], SEL_MAX}};
-            for (int i = 0; i < 2; i++)
-                for (int g = 0; g < c->n_kv_head; g++) {
-                    int n_used = 0;
-                    for (int e = 0; e < sd[i].hw; e++) n_used += sd[i].pos[e] >= 0;
-                    ev[i * c->n_kv_head + g] =
-                        (ig_entries_view){sd[i].pos, sd[i].hw, n_used, sd[i].n_tokens};
-                }
-            const int slots[2] = {0, 1};
-            r.ops->select_ahead(r.st, layer, 2, slots, x, ev, out);
-            int same = 1;
-            int64_t total = 0, used_all = 0;
-            for (int i = 0; i < 2; i++)
-                for (int g = 0; g < c->n_kv_head; g++) {
-                    if (nn[i][g] != exp_n[i][g]) same = 0;
-                    for (int64_t j = 0; j < nn[i][g] && j < exp_n[i][g]; j++)
-                        if (ent[i][g * SEL_MAX + j] != exp[i][g][j]) same = 0;
-                    total += nn[i][g];
-                    used_all += i == 0 ? 18 : 30;
-                }
-            printf("\n    %-10s %-18s %-17s alpha %.1f: %3lld of %lld entries, %s", g_fixtures[mi],
-                   cases[ci].ratio, cases[ci].rule, cases[ci].alpha, (long long)total,
-                   (long long)used_all, same ? "as the rule says" : "DIFFERENT from the rule");
-            CU_ASSERT(same);
-            CU_ASSERT(total > 0 && total < used_all); /* a real choice */
-            policy_close(&r);
+    /* the host loop (no backend: hooks driven without an engine), then the same hooks through the
+     * cpu backend table, as the CPU engine runs them (slot 0 has freed entries: masked there) */
+    for (int path = 0; path < 2; path++)
+        for (int mi = 0; mi < 2; mi++) {
+            g_policy_be = path ? g_cpu_be : NULL;
+            const ig_model *m = g_models[mi];
+            const ig_model_config *c = ig_model_get_config(m);
+            CU_ASSERT_FATAL(c->head_dim == 16 && c->n_head <= MAXH);
+            char skew[4400];
+            snprintf(skew, sizeof skew, "skew=%.4300s", g_skew_path[mi]);
+            ig_skew *sk = NULL;
+            ig_error err;
+            CU_ASSERT_EQUAL_FATAL(ig_skew_load(g_skew_path[mi], &sk, &err), IG_OK);
+            for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+                char alpha[64];
+                snprintf(alpha, sizeof alpha, "alpha=%g", cases[ci].alpha);
+                /* f32 partial keys: the comparison with the rule is exact up to f32 rounding */
+                const char *sets[] = {"dense_layers=0",   cases[ci].ratio, cases[ci].rule,
+                                      "max_fetch=0.5",    alpha,           skew,
+                                      "partial_dtype=f32"};
+                policy_run r;
+                CU_ASSERT_EQUAL_FATAL(policy_open(&r, mi, 2, 64, sets, 7, &err), IG_OK);
+                CU_ASSERT_EQUAL(r.caps.select_ahead, 1);
+                CU_ASSERT_EQUAL(r.caps.dense, 0);
+                static slot_data sd[2];
+                int layer = 1;
+                sd[0].hw = 20;
+                sd[1].hw = 30;
+                const int ev0[] = {3, 11};
+                feed_slot(&r, c, layer, 0, &sd[0], ev0, 2, 1);
+                feed_slot(&r, c, layer, 1, &sd[1], NULL, 0, 1);
+                static unsigned char used[2][MAXH][16];
+                for (int i = 0; i < 2 && cases[ci].r != RULE_EXACT; i++)
+                    expected_columns(c, sk, layer, &sd[i], cases[ci].r, cases[ci].k, used[i]);
+                float x[2 * 64];
+                for (int i = 0; i < 2 * c->d_model; i++) x[i] = (float)urand();
+                static int32_t exp[4][MAXH][SEL_MAX];
+                static int64_t exp_n[4][MAXH];
+                /* the policy computes in f32 (errors ~1e-6 here): no score may sit that close to a
+                 * decision boundary for the comparison to be exact */
+                int clear =
+                    expected_selection(m, layer, 2, sd, x, cases[ci].alpha, 0.5, sk,
+                                       cases[ci].r == RULE_EXACT ? NULL : used, exp, exp_n, 2e-5);
+                if (!clear)
+                    fprintf(stderr,
+                            "\n    a score is within 2e-5 of a boundary: pick another seed");
+                CU_ASSERT(clear);
+                ig_entries_view ev[2 * MAXH];
+                int32_t ent[2][MAXH * SEL_MAX];
+                int64_t nn[2][MAXH];
+                ig_selection out[2] = {{ent[0], nn[0], SEL_MAX}, {ent[1], nn[1], SEL_MAX}};
+                for (int i = 0; i < 2; i++)
+                    for (int g = 0; g < c->n_kv_head; g++) {
+                        int n_used = 0;
+                        for (int e = 0; e < sd[i].hw; e++) n_used += sd[i].pos[e] >= 0;
+                        ev[i * c->n_kv_head + g] =
+                            (ig_entries_view){sd[i].pos, sd[i].hw, n_used, sd[i].n_tokens};
+                    }
+                const int slots[2] = {0, 1};
+                r.ops->select_ahead(r.st, layer, 2, slots, x, ev, out);
+                int same = 1;
+                int64_t total = 0, used_all = 0;
+                for (int i = 0; i < 2; i++)
+                    for (int g = 0; g < c->n_kv_head; g++) {
+                        if (nn[i][g] != exp_n[i][g]) same = 0;
+                        for (int64_t j = 0; j < nn[i][g] && j < exp_n[i][g]; j++)
+                            if (ent[i][g * SEL_MAX + j] != exp[i][g][j]) same = 0;
+                        total += nn[i][g];
+                        used_all += i == 0 ? 18 : 30;
+                    }
+                printf("\n    %-9s %-10s %-18s %-17s alpha %.1f: %3lld of %lld entries, %s",
+                       path ? "cpu table" : "host loop", g_fixtures[mi], cases[ci].ratio,
+                       cases[ci].rule, cases[ci].alpha, (long long)total, (long long)used_all,
+                       same ? "as the rule says" : "DIFFERENT from the rule");
+                CU_ASSERT(same);
+                char bud[512];
+                r.ops->budget(r.st, bud, sizeof bud);
+                CU_ASSERT_EQUAL(strstr(bud, "on the cpu backend in 1 of 1 selections") != NULL,
+                                path);
+                CU_ASSERT(total > 0 && total < used_all); /* a real choice */
+                policy_close(&r);
+            }
+            ig_skew_free(sk);
         }
-        ig_skew_free(sk);
-    }
+    g_policy_be = NULL;
     printf("\n    ");
 }
 

@@ -4,6 +4,7 @@
  * different set of row kernels; the batched ops loop over rows and tables here, in parallel on the
  * cpu table (OpenMP, ig_cpu_get_threads() threads; rows are independent, so the results do not
  * depend on the thread count) and in order on the reference. */
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +195,35 @@ static ig_status host_partial_scores_tab(ig_be *be, const void *keys, ig_dtype k
     return IG_OK;
 }
 
+static ig_status host_mask_scores(ig_be *be, float *x, int64_t ldx, int rows, int64_t x_stride,
+                                  float *col_max, int64_t cm_stride, float *row_max,
+                                  const int32_t *key, int64_t key_stride, const int64_t *tab,
+                                  int64_t n_max, int tables, ig_error *err) {
+    (void)err;
+    int nt = host_threads(be, tables);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int t = 0; t < tables; t++) {
+        int64_t n = tab[3 * t + 2];
+        n = n < 0 ? 0 : n > n_max ? n_max : n;
+        const int32_t *kt = key + (size_t)t * (size_t)key_stride;
+        float *xt = x + (size_t)t * (size_t)x_stride;
+        for (int h = 0; h < rows; h++) {
+            float *xr = xt + (size_t)h * (size_t)ldx, m = -INFINITY;
+            for (int64_t e = 0; e < n; e++) {
+                if (kt[e] < 0)
+                    xr[e] = -INFINITY;
+                else if (xr[e] > m)
+                    m = xr[e];
+            }
+            row_max[(size_t)t * (size_t)rows + (size_t)h] = m;
+        }
+        if (col_max)
+            for (int64_t e = 0; e < n; e++)
+                if (kt[e] < 0) col_max[(size_t)t * (size_t)cm_stride + (size_t)e] = -INFINITY;
+    }
+    return IG_OK;
+}
+
 static ig_status host_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
                                     const int32_t *n_rows, const float *thr_base, float thr_add,
                                     int32_t *counts, ig_error *err) {
@@ -270,6 +300,7 @@ static const ig_be_iface g_host_iface = {
     host_count_greater,
     host_topk,
     host_partial_scores_tab,
+    host_mask_scores,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

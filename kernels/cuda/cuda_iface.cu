@@ -153,11 +153,35 @@ ig_status cu_partial_scores_tab(ig_be *be, const void *keys, ig_dtype kt, int64_
                                       err);
 }
 
+ig_status cu_mask_scores(ig_be *be, float *x, int64_t ldx, int rows, int64_t x_stride,
+                         float *col_max, int64_t cm_stride, float *row_max, const int32_t *key,
+                         int64_t key_stride, const int64_t *tab, int64_t n_max, int tables,
+                         ig_error *err) {
+    return ig_cuda_mask_scores(x, ldx, rows, x_stride, col_max, cm_stride, row_max, key, key_stride,
+                               tab, n_max, tables, S(be), err);
+}
+
 const ig_be_iface g_cuda_iface = {
-    IG_BE_IFACE_VERSION,   cu_destroy, cu_alloc,   cu_free,           cu_upload,        cu_download,
-    cu_upload2d,           cu_sync,    cu_linear,  cu_rmsnorm,        cu_layernorm,     cu_rope,
-    cu_silu_mul,           cu_add,     cu_softmax, cu_partial_scores, cu_count_greater, cu_topk,
+    IG_BE_IFACE_VERSION,
+    cu_destroy,
+    cu_alloc,
+    cu_free,
+    cu_upload,
+    cu_download,
+    cu_upload2d,
+    cu_sync,
+    cu_linear,
+    cu_rmsnorm,
+    cu_layernorm,
+    cu_rope,
+    cu_silu_mul,
+    cu_add,
+    cu_softmax,
+    cu_partial_scores,
+    cu_count_greater,
+    cu_topk,
     cu_partial_scores_tab,
+    cu_mask_scores,
 };
 
 } // namespace

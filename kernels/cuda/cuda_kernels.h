@@ -128,6 +128,13 @@ ig_status ig_cuda_partial_scores_tab(const void *keys, ig_dtype kt, int64_t ld, 
                                      int64_t out_stride, float *col_max, int64_t cm_stride,
                                      float *row_max, int tables, ig_cuda_stream_t s, ig_error *err);
 
+/* ig_be_mask_scores (backend_iface.h): entries with a negative key set to -inf in every score row
+ * and col_max, row_max recomputed over the rest; one block per table. */
+ig_status ig_cuda_mask_scores(float *x, int64_t ldx, int rows, int64_t x_stride, float *col_max,
+                              int64_t cm_stride, float *row_max, const int32_t *key,
+                              int64_t key_stride, const int64_t *tab, int64_t n_max, int tables,
+                              ig_cuda_stream_t s, ig_error *err);
+
 /* Row r of x (x + r * ldx) has n_rows ? n_rows[r] : n elements (<= ldx); its threshold is
  * thr_r = (thr_base ? thr_base[r] : 0) + thr_add (InfiniGen: row_max from partial scores and
  * thr_add = -alpha, the same f32 sum as the CPU's max - alpha).

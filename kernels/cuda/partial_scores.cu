@@ -129,3 +129,43 @@ extern "C" ig_status ig_cuda_partial_scores_tab(const void *keys, ig_dtype kt, i
             out_stride, col_max, cm_stride, row_max);
     return IG_CU_LAUNCHED(err, "partial_scores_kernel");
 }
+
+/* One block per table: the masked entries first (each thread its own entries), then each row's
+ * maximum over the others (NaN never larger, as the host's comparison). */
+static __global__ void mask_scores_kernel(float *x, int64_t ldx, int rows, int64_t x_stride,
+                                          float *col_max, int64_t cm_stride, float *row_max,
+                                          const int32_t *key, int64_t key_stride,
+                                          const int64_t *tab, int64_t n_max) {
+    __shared__ float red[32];
+    int64_t t = blockIdx.x, n = tab[3 * t + 2];
+    n = n < 0 ? 0 : n > n_max ? n_max : n;
+    const int32_t *kt = key + t * key_stride;
+    float *xt = x + t * x_stride;
+    for (int64_t e = threadIdx.x; e < n; e += blockDim.x)
+        if (kt[e] < 0) {
+            for (int h = 0; h < rows; h++) xt[h * ldx + e] = -CUDART_INF_F;
+            if (col_max) col_max[t * cm_stride + e] = -CUDART_INF_F;
+        }
+    for (int h = 0; h < rows; h++) {
+        float m = -CUDART_INF_F;
+        for (int64_t e = threadIdx.x; e < n; e += blockDim.x)
+            if (kt[e] >= 0 && xt[h * ldx + e] > m) m = xt[h * ldx + e];
+        float bm = ig_block_reduce(m, red, ig_op_max(), -CUDART_INF_F);
+        if (threadIdx.x == 0) row_max[t * rows + h] = bm;
+    }
+}
+
+extern "C" ig_status ig_cuda_mask_scores(float *x, int64_t ldx, int rows, int64_t x_stride,
+                                         float *col_max, int64_t cm_stride, float *row_max,
+                                         const int32_t *key, int64_t key_stride, const int64_t *tab,
+                                         int64_t n_max, int tables, ig_cuda_stream_t s,
+                                         ig_error *err) {
+    const char *fn = "ig_cuda_mask_scores";
+    IG_CU_ARG(tables >= 0 && tables <= (1 << 30) && rows >= 1 && n_max >= 0, err, fn);
+    IG_CU_ARG(ldx >= n_max && key_stride >= n_max, err, fn);
+    if (tables == 0) return IG_OK;
+    IG_CU_ARG(x && row_max && key && tab, err, fn);
+    mask_scores_kernel<<<tables, PS_BLOCK, 0, s>>>(x, ldx, rows, x_stride, col_max, cm_stride,
+                                                   row_max, key, key_stride, tab, n_max);
+    return IG_CU_LAUNCHED(err, "mask_scores_kernel");
+}
