@@ -1,11 +1,14 @@
 /* offload/: the KV home tier's entry tables (take, write, release, reuse, resident bytes, codecs)
  * and the transfer queue (jobs run in order, wait covers earlier tickets, inline mode). */
 #include <math.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "offload/acthome.h"
 #include "offload/kv_home.h"
 #include "offload/topo.h"
 #include "offload/xfer.h"
@@ -144,10 +147,52 @@ static void test_numa_home(void) {
     printf("\n    ");
 }
 
+/* Activations homed off the device: rows stored then loaded come back as they were, through host
+ * memory or the disk file; each direction's bytes are counted; a span outside the home, or a disk
+ * row without a disk, is refused with a message. */
+static void test_act_home(void) {
+    enum { N = 256 };
+    static float dev[N], back[N];
+    for (int i = 0; i < N; i++) dev[i] = (float)i * 0.5f - 3.0f;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/acthome", ig_test_tmpdir());
+    mkdir(dir, 0700);
+    ig_error err;
+    ig_disk *d = NULL;
+    CU_ASSERT_FATAL(ig_disk_create(dir, 0, 1, &d, &err) == IG_OK);
+    for (int with_disk = 0; with_disk < 2; with_disk++) {
+        ig_act_home *h = NULL;
+        CU_ASSERT_EQUAL_FATAL(ig_act_home_create(sizeof dev, NULL, with_disk ? d : NULL, &h, &err),
+                              IG_OK);
+        size_t half = sizeof dev / 2;
+        CU_ASSERT_EQUAL(ig_act_home_store(h, 0, dev, half, 0, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_act_home_store(h, half, dev + N / 2, half, with_disk, &err), IG_OK);
+        memset(back, 0, sizeof back);
+        CU_ASSERT_EQUAL(ig_act_home_load(h, 0, back, half, 0, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_act_home_load(h, half, back + N / 2, half, with_disk, &err), IG_OK);
+        CU_ASSERT(memcmp(back, dev, sizeof dev) == 0);
+        ig_act_home_stats st = ig_act_home_get_stats(h);
+        CU_ASSERT(st.d2h_bytes == (double)sizeof dev && st.h2d_bytes == (double)sizeof dev);
+        CU_ASSERT(st.disk_write_bytes == (with_disk ? (double)half : 0.0));
+        CU_ASSERT(st.disk_read_bytes == (with_disk ? (double)half : 0.0));
+        CU_ASSERT_EQUAL(ig_act_home_store(h, half + 4, dev, half, 0, &err), IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "outside its"));
+        if (!with_disk) {
+            CU_ASSERT_EQUAL(ig_act_home_load(h, 0, back, 4, 1, &err), IG_ERR_INVALID_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "no disk file"));
+        }
+        ig_act_home_reset_stats(h);
+        CU_ASSERT(ig_act_home_get_stats(h).d2h_bytes == 0);
+        ig_act_home_free(h);
+    }
+    ig_disk_free(d);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("offload", NULL, NULL);
     CU_add_test(s, "kv_home_entries", test_entries);
     CU_add_test(s, "kv_codecs", test_codecs);
     CU_add_test(s, "xfer_queue", test_xfer);
     CU_add_test(s, "numa_home", test_numa_home);
+    CU_add_test(s, "act_home", test_act_home);
 }

@@ -104,17 +104,11 @@ static ig_status create(const ig_model *m, const ig_engine_opts *opts, int cuda,
                                                    c->head_dim, ig_cpu_get_threads());
     e->attn_ws = alloc_f(e->attn_ws_floats, err);
     if (o.act_host_seqs + o.act_disk_seqs > 0) {
-        e->act_host = alloc_f(T * d, err);
-        if (!e->act_host) {
-            rc = IG_ERR_NOMEM;
-            goto fail;
-        }
-    }
-    if (o.act_disk_seqs > 0) {
-        rc = ig_disk_file_create_rows(o.act_disk, "activations", T * d * sizeof(float),
-                                      &e->act_file, err);
+        rc = ig_act_home_create(T * d * sizeof(float), o.act_link,
+                                o.act_disk_seqs > 0 ? o.act_disk : NULL, &e->act, err);
         if (rc != IG_OK) {
-            ig_error_prefix(err, "activations of %d sequences on disk: ", o.act_disk_seqs);
+            if (o.act_disk_seqs > 0)
+                ig_error_prefix(err, "activations of %d sequences on disk: ", o.act_disk_seqs);
             goto fail;
         }
     }
@@ -190,8 +184,7 @@ void ig_engine_free(ig_engine *e) {
     free(e->ids);
     free(e->pos);
     free(e->attn_ws);
-    free(e->act_host);
-    ig_disk_file_free(e->act_file);
+    ig_act_home_free(e->act);
     free(e->rope_cos);
     free(e->rope_sin);
     free(e);
@@ -289,9 +282,9 @@ static void attention(ig_engine *e, int layer) {
 }
 
 /* Activations off the device: the rows of the current GPU batch's sequences in the last
- * act_host_seqs + act_disk_seqs slots, moved between the device's x and their home through the
- * link (and, for the disk slots, between the host relay and the disk tier). A disk error is
- * returned; the rows are then not valid. */
+ * act_host_seqs + act_disk_seqs slots (the engine's choice) moved between the device's x and their
+ * home by offload/acthome (through the link, and the disk tier for the disk slots). A disk error
+ * is returned; the rows are then not valid. */
 static ig_status act_move(ig_engine *e, int to_host, ig_error *err) {
     int n_off = e->opts.act_host_seqs + e->opts.act_disk_seqs;
     if (n_off <= 0) return IG_OK;
@@ -301,23 +294,11 @@ static ig_status act_move(ig_engine *e, int to_host, ig_error *err) {
         int slot = e->cur[s].slot;
         if (slot < first) continue;
         size_t r0 = (size_t)e->row0[s], n = (size_t)e->cur[s].n_tokens * d * sizeof(float);
-        float *dev = e->x + r0 * d, *host = e->act_host + r0 * d;
-        size_t foff = r0 * d * sizeof(float);
-        if (to_host) {
-            e->stats.act_transfer_s += ig_link_copy(e->opts.act_link, IG_LINK_D2H, host, dev, n);
-            e->stats.act_d2h_bytes += (double)n;
-            if (slot >= first_disk) {
-                IG_TRY(ig_disk_pwrite(e->act_file, foff, host, n, err));
-                e->stats.act_disk_write_bytes += (double)n;
-            }
-        } else {
-            if (slot >= first_disk) {
-                IG_TRY(ig_disk_pread(e->act_file, foff, host, n, err));
-                e->stats.act_disk_read_bytes += (double)n;
-            }
-            e->stats.act_transfer_s += ig_link_copy(e->opts.act_link, IG_LINK_H2D, dev, host, n);
-            e->stats.act_h2d_bytes += (double)n;
-        }
+        size_t off = r0 * d * sizeof(float);
+        if (to_host)
+            IG_TRY(ig_act_home_store(e->act, off, e->x + r0 * d, n, slot >= first_disk, err));
+        else
+            IG_TRY(ig_act_home_load(e->act, off, e->x + r0 * d, n, slot >= first_disk, err));
     }
     return IG_OK;
 }
@@ -538,10 +519,20 @@ const ig_model *ig_engine_model(const ig_engine *e) {
     return e->model;
 }
 ig_engine_stats ig_engine_get_stats(const ig_engine *e) {
-    return e->stats;
+    ig_engine_stats st = e->stats;
+    if (e->act) {
+        ig_act_home_stats a = ig_act_home_get_stats(e->act);
+        st.act_h2d_bytes = a.h2d_bytes;
+        st.act_d2h_bytes = a.d2h_bytes;
+        st.act_transfer_s = a.transfer_s;
+        st.act_disk_read_bytes = a.disk_read_bytes;
+        st.act_disk_write_bytes = a.disk_write_bytes;
+    }
+    return st;
 }
 void ig_engine_reset_stats(ig_engine *e) {
     memset(&e->stats, 0, sizeof e->stats);
+    if (e->act) ig_act_home_reset_stats(e->act);
     if (e->kv) ig_kv_run_reset_stats(e->kv);
 }
 

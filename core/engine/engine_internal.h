@@ -3,6 +3,7 @@
 #define IG_ENGINE_INTERNAL_H
 
 #include "core/engine/engine.h"
+#include "offload/acthome.h"
 #include "offload/kv_home.h"
 
 typedef struct ig_kv_run ig_kv_run;
@@ -32,8 +33,7 @@ struct ig_engine {
     /* the GPU batch being computed: sequences [bs0, bs1) of cur, rows [br0, br1) */
     int bs0, bs1;
     int64_t br0, br1;
-    float *act_host; /* [max_batch_tokens][d_model]: host home / disk relay of activations */
-    struct ig_disk_file *act_file; /* [max_batch_tokens][d_model] f32: disk home (act_disk_seqs) */
+    ig_act_home *act; /* [max_batch_tokens][d_model] f32 rows off the device (act_*_seqs) */
     ig_engine_stats stats;
     ig_kv_run *kv;    /* with a policy */
     ig_cu_engine *cu; /* the CUDA backend's state (engine_cuda.c), NULL on the CPU */
