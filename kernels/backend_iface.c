@@ -22,7 +22,7 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
         t->layernorm != NULL,     t->rope != NULL,     t->silu_mul != NULL,
         t->add != NULL,           t->softmax != NULL,  t->partial_scores != NULL,
         t->count_greater != NULL, t->topk != NULL,     t->partial_scores_tab != NULL,
-        t->mask_scores != NULL,
+        t->mask_scores != NULL,   t->relu != NULL,
     };
     static const char *names[] = {"destroy",       "alloc",    "free",
                                   "upload",        "download", "upload2d",
@@ -30,7 +30,7 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
                                   "layernorm",     "rope",     "silu_mul",
                                   "add",           "softmax",  "partial_scores",
                                   "count_greater", "topk",     "partial_scores_tab",
-                                  "mask_scores"};
+                                  "mask_scores",   "relu"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -199,6 +199,13 @@ ig_status ig_be_mask_scores(ig_be *be, float *x, int64_t ldx, int rows, int64_t 
     CHECK(x && row_max && key && tab, "mask_scores: NULL x, row_max, key or tab");
     return be->iface->mask_scores(be, x, ldx, rows, x_stride, col_max, cm_stride, row_max, key,
                                   key_stride, tab, n_max, tables, err);
+}
+
+ig_status ig_be_relu(ig_be *be, float *x, int64_t n, ig_error *err) {
+    CHECK(n >= 0, "relu: n=%lld", (long long)n);
+    if (n == 0) return IG_OK;
+    CHECK(x, "relu: NULL x");
+    return be->iface->relu(be, x, n, err);
 }
 
 ig_status ig_be_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,

@@ -87,6 +87,7 @@ typedef struct ig_be_iface {
                              float *col_max, int64_t cm_stride, float *row_max, const int32_t *key,
                              int64_t key_stride, const int64_t *tab, int64_t n_max, int tables,
                              ig_error *err);
+    ig_status (*relu)(ig_be *be, float *x, int64_t n, ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -132,6 +133,8 @@ ig_status ig_be_rope(ig_be *be, float *x, int64_t n_tok, int n_heads, int head_d
 ig_status ig_be_silu_mul(ig_be *be, const float *gate, const float *up, int64_t n, float *out,
                          ig_error *err);
 ig_status ig_be_add(ig_be *be, float *y, const float *x, int64_t n, ig_error *err);
+/* max(x, 0) in place over n values (ig_cpu_relu; OPT's MLP). */
+ig_status ig_be_relu(ig_be *be, float *x, int64_t n, ig_error *err);
 /* rows x n in place, ig_cpu_softmax per row. */
 ig_status ig_be_softmax(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err);
 /* ig_cpu_partial_scores over `tables` tables (strides in elements; the layout of

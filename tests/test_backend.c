@@ -121,7 +121,7 @@ static void test_norms_rope_elementwise(void) {
     fill(g, R * D);
     fill(u, R * D);
     ig_cpu_rope_table(10000.0f, ROT, MAXP, cosb, sinb);
-    float want[6][R * D], got[R * D];
+    float want[7][R * D], got[R * D];
     ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
     for (int bi = 0; bi < 3 && all[bi]; bi++) {
         ig_be *be = all[bi];
@@ -130,8 +130,9 @@ static void test_norms_rope_elementwise(void) {
         float *dg = up(be, g, sizeof g), *du = up(be, u, sizeof u), *dy = up(be, NULL, sizeof x);
         int32_t *dpos = up(be, pos, sizeof pos);
         float *dcos = up(be, cosb, sizeof cosb), *dsin = up(be, sinb, sizeof sinb);
-        const char *names[6] = {"rmsnorm", "layernorm", "layernorm-nob", "rope", "silu_mul", "add"};
-        for (int op = 0; op < 6; op++) {
+        const char *names[7] = {"rmsnorm",  "layernorm", "layernorm-nob", "rope",
+                                "silu_mul", "add",       "relu"};
+        for (int op = 0; op < 7; op++) {
             ig_status rc = IG_OK;
             if (op == 0) rc = ig_be_rmsnorm(be, dx, dw, R, D, 1e-5f, dy, &err);
             if (op == 1) rc = ig_be_layernorm(be, dx, dw, db, R, D, 1e-5f, dy, &err);
@@ -145,10 +146,20 @@ static void test_norms_rope_elementwise(void) {
                 ig_be_upload(be, dy, g, sizeof g, &err);
                 rc = ig_be_add(be, dy, dx, R * D, &err);
             }
+            if (op == 6) {
+                ig_be_upload(be, dy, x, sizeof x, &err);
+                rc = ig_be_relu(be, dy, R * D, &err);
+            }
             CU_ASSERT_EQUAL(rc, IG_OK);
             int n = op == 3 ? R * NH * HD : R * D;
             down(be, bi == 0 ? want[op] : got, dy, (size_t)n * sizeof(float));
             if (bi > 0) report(names[op], be, rel_diff(want[op], got, (size_t)n), 2e-5);
+            if (op == 6) { /* exact, and against its definition */
+                int ok = 1;
+                for (int i = 0; i < n; i++)
+                    ok &= (bi == 0 ? want[op][i] : got[i]) == (x[i] > 0 ? x[i] : 0.0f);
+                CU_ASSERT(ok);
+            }
         }
         /* softmax over rows, one with a large spread */
         float sm[R * D];

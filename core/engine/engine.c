@@ -60,6 +60,11 @@ static ig_status create(const ig_model *m, const ig_engine_opts *opts, int cuda,
     e->model = m;
     e->cfg = *c;
     e->opts = o;
+    ig_status brc = ig_be_cpu_create(&e->be, err);
+    if (brc != IG_OK) {
+        free(e);
+        return brc;
+    }
     size_t T = (size_t)o.max_batch_tokens, d = (size_t)c->d_model;
     size_t qd = (size_t)c->n_head * (size_t)c->head_dim;
     size_t kvd = (size_t)c->n_kv_head * (size_t)c->head_dim, f = (size_t)c->d_ffn;
@@ -185,6 +190,7 @@ void ig_engine_free(ig_engine *e) {
     free(e->pos);
     free(e->attn_ws);
     ig_act_home_free(e->act);
+    ig_be_free(e->be);
     free(e->rope_cos);
     free(e->rope_sin);
     free(e);
@@ -228,19 +234,30 @@ static ig_status check_batch(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs
     return rc;
 }
 
+/* The layer's ops go through the engine's backend table (kernels/backend_iface.h; the cpu table
+ * runs the same kernels as before, so the bits are the same). Its argument checks can only fail
+ * on an engine bug: sizes come from the model's checked shapes. */
+#define BE(call)                                                                                   \
+    do {                                                                                           \
+        ig_error be_err_;                                                                          \
+        ig_status be_rc_ = (call);                                                                 \
+        IG_ASSERT(be_rc_ == IG_OK);                                                                \
+        (void)be_err_;                                                                             \
+    } while (0)
+
 static void linear(ig_engine *e, const float *x, int64_t M, const ig_weight *w, const float *b,
                    float *y) {
     double t0 = ig_time_s();
-    ig_cpu_linear(x, M, w->cols, w->data, w->dtype, w->rows, b, y);
+    BE(ig_be_linear(e->be, x, M, w->cols, w->data, w->dtype, w->rows, b, y, &be_err_));
     e->stats.linear_s += ig_time_s() - t0;
 }
 
 static void norm(const ig_engine *e, const float *x, const float *w, const float *b, int64_t rows,
                  float *y) {
     if (e->cfg.arch == IG_ARCH_OPT)
-        ig_cpu_layernorm(x, w, b, rows, e->cfg.d_model, e->cfg.norm_eps, y);
+        BE(ig_be_layernorm(e->be, x, w, b, rows, e->cfg.d_model, e->cfg.norm_eps, y, &be_err_));
     else
-        ig_cpu_rmsnorm(x, w, rows, e->cfg.d_model, e->cfg.norm_eps, y);
+        BE(ig_be_rmsnorm(e->be, x, w, rows, e->cfg.d_model, e->cfg.norm_eps, y, &be_err_));
 }
 
 /* Copies the new keys/values of every sequence into its cache slot at its positions. */
@@ -326,10 +343,10 @@ static void layer_forward(ig_engine *e, int l, const ig_layer *L) {
     linear(e, h, T, &L->wk, L->bk, k);
     linear(e, h, T, &L->wv, L->bv, v);
     if (c->arch == IG_ARCH_LLAMA) {
-        ig_cpu_rope(q, T, c->n_head, c->head_dim, c->rot_dim, e->pos + r0, e->rope_cos,
-                    e->rope_sin);
-        ig_cpu_rope(k, T, c->n_kv_head, c->head_dim, c->rot_dim, e->pos + r0, e->rope_cos,
-                    e->rope_sin);
+        BE(ig_be_rope(e->be, q, T, c->n_head, c->head_dim, c->rot_dim, e->pos + r0, e->rope_cos,
+                      e->rope_sin, &be_err_));
+        BE(ig_be_rope(e->be, k, T, c->n_kv_head, c->head_dim, c->rot_dim, e->pos + r0, e->rope_cos,
+                      e->rope_sin, &be_err_));
     }
     if (e->kv) {
         double t_kv = ig_time_s();
@@ -340,19 +357,19 @@ static void layer_forward(ig_engine *e, int l, const ig_layer *L) {
         attention(e, l);
     }
     linear(e, att, T, &L->wo, L->bo, h);
-    ig_cpu_add(x, h, (int64_t)(T * (int64_t)d));
+    BE(ig_be_add(e->be, x, h, (int64_t)(T * (int64_t)d), &be_err_));
     norm(e, x, L->ffn_norm_w, L->ffn_norm_b, T, h);
     if (c->arch == IG_ARCH_OPT) {
         linear(e, h, T, &L->w_up, L->b_up, f1);
-        ig_cpu_relu(f1, (int64_t)(T * (int64_t)f));
+        BE(ig_be_relu(e->be, f1, (int64_t)(T * (int64_t)f), &be_err_));
         linear(e, f1, T, &L->w_down, L->b_down, h);
     } else {
         linear(e, h, T, &L->w_gate, NULL, f1);
         linear(e, h, T, &L->w_up, L->b_up, f2);
-        ig_cpu_silu_mul(f1, f2, (int64_t)(T * (int64_t)f), f1);
+        BE(ig_be_silu_mul(e->be, f1, f2, (int64_t)(T * (int64_t)f), f1, &be_err_));
         linear(e, f1, T, &L->w_down, L->b_down, h);
     }
-    ig_cpu_add(x, h, (int64_t)(T * (int64_t)d));
+    BE(ig_be_add(e->be, x, h, (int64_t)(T * (int64_t)d), &be_err_));
 }
 
 static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig_error *err) {

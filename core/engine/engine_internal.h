@@ -3,6 +3,7 @@
 #define IG_ENGINE_INTERNAL_H
 
 #include "core/engine/engine.h"
+#include "kernels/backend_iface.h"
 #include "offload/acthome.h"
 #include "offload/kv_home.h"
 
@@ -37,6 +38,7 @@ struct ig_engine {
     ig_engine_stats stats;
     ig_kv_run *kv;    /* with a policy */
     ig_cu_engine *cu; /* the CUDA backend's state (engine_cuda.c), NULL on the CPU */
+    ig_be *be;        /* the CPU layer's backend table ("cpu"): layer_forward's ops */
 };
 
 ig_status ig_kv_run_create(ig_engine *e, ig_error *err);

@@ -28,6 +28,7 @@ typedef struct host_kernels {
                            const float *q, int64_t ldq, int nq, float *out, int64_t ldo,
                            float *col_max, float *row_max);
     int64_t (*count_greater)(const float *x, int64_t n, float thr);
+    void (*relu)(float *x, int64_t n);
     int reference; /* topk by ig_ref_topk, else ig_cpu_topk with a workspace; serial loops */
 } host_kernels;
 
@@ -52,13 +53,31 @@ static int64_t ref_count_greater(const float *x, int64_t n, float thr) {
 }
 
 static const host_kernels g_cpu_kernels = {
-    ig_cpu_linear, ig_cpu_rmsnorm, ig_cpu_layernorm,      ig_cpu_rope,          ig_cpu_silu_mul,
-    ig_cpu_add,    ig_cpu_softmax, ig_cpu_partial_scores, ig_cpu_count_greater, 0,
+    ig_cpu_linear,
+    ig_cpu_rmsnorm,
+    ig_cpu_layernorm,
+    ig_cpu_rope,
+    ig_cpu_silu_mul,
+    ig_cpu_add,
+    ig_cpu_softmax,
+    ig_cpu_partial_scores,
+    ig_cpu_count_greater,
+    ig_cpu_relu,
+    0,
 };
 
 static const host_kernels g_ref_kernels = {
-    ig_ref_linear, ig_ref_rmsnorm, ig_ref_layernorm,      ig_ref_rope,       ig_ref_silu_mul,
-    ig_ref_add,    ig_ref_softmax, ig_ref_partial_scores, ref_count_greater, 1,
+    ig_ref_linear,
+    ig_ref_rmsnorm,
+    ig_ref_layernorm,
+    ig_ref_rope,
+    ig_ref_silu_mul,
+    ig_ref_add,
+    ig_ref_softmax,
+    ig_ref_partial_scores,
+    ref_count_greater,
+    ig_ref_relu,
+    1,
 };
 
 static const host_kernels *K(ig_be *be) {
@@ -142,6 +161,11 @@ static ig_status host_silu_mul(ig_be *be, const float *gate, const float *up, in
     return IG_OK;
 }
 
+static ig_status host_relu(ig_be *be, float *x, int64_t n, ig_error *err) {
+    (void)err;
+    K(be)->relu(x, n);
+    return IG_OK;
+}
 static ig_status host_add(ig_be *be, float *y, const float *x, int64_t n, ig_error *err) {
     (void)err;
     K(be)->add(y, x, n);
@@ -301,6 +325,7 @@ static const ig_be_iface g_host_iface = {
     host_topk,
     host_partial_scores_tab,
     host_mask_scores,
+    host_relu,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

@@ -114,6 +114,10 @@ ig_status cu_silu_mul(ig_be *be, const float *gate, const float *up, int64_t n, 
     return ig_cuda_silu_mul(gate, up, n, out, S(be), err);
 }
 
+ig_status cu_relu(ig_be *be, float *x, int64_t n, ig_error *err) {
+    return ig_cuda_relu(x, n, S(be), err);
+}
+
 ig_status cu_add(ig_be *be, float *y, const float *x, int64_t n, ig_error *err) {
     return ig_cuda_add(y, x, n, S(be), err);
 }
@@ -182,6 +186,7 @@ const ig_be_iface g_cuda_iface = {
     cu_topk,
     cu_partial_scores_tab,
     cu_mask_scores,
+    cu_relu,
 };
 
 } // namespace
