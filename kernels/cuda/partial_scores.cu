@@ -69,13 +69,13 @@ static __global__ void partial_scores_kernel(const T *keys, int64_t ld, int64_t 
     if (col_max && e < n) col_max[t * cm_stride + e] = cm;
 }
 
-extern "C" ig_status ig_cuda_partial_scores(const void *keys, ig_dtype kt, int64_t ld,
-                                            int64_t keys_stride, int kc, int64_t n, const float *q,
-                                            int64_t ldq, int64_t q_stride, int nq, float *out,
-                                            int64_t ldo, int64_t out_stride, float *col_max,
-                                            int64_t cm_stride, float *row_max, int tables,
-                                            ig_cuda_stream_t s, ig_error *err) {
-    const char *fn = "ig_cuda_partial_scores";
+/* Both launchers: evenly strided tables (tab NULL; kc, n, keys_stride) or placed and sized by tab
+ * (kc, n the maxima). */
+static ig_status launch(const char *fn, const void *keys, ig_dtype kt, int64_t ld,
+                        int64_t keys_stride, const int64_t *tab, int kc, int64_t n, const float *q,
+                        int64_t ldq, int64_t q_stride, int nq, float *out, int64_t ldo,
+                        int64_t out_stride, float *col_max, int64_t cm_stride, float *row_max,
+                        int tables, ig_cuda_stream_t s, ig_error *err) {
     IG_CU_ARG(kt == IG_DTYPE_F32 || kt == IG_DTYPE_F16, err, fn);
     IG_CU_ARG(nq >= 1 && nq <= PS_MAX_ROWS && kc >= 0 && kc <= 512, err, fn);
     IG_CU_ARG(n >= 0 && ld >= n && ldo >= n && ldq >= kc, err, fn);
@@ -90,13 +90,24 @@ extern "C" ig_status ig_cuda_partial_scores(const void *keys, ig_dtype kt, int64
     size_t shm = (size_t)nq * (size_t)kc * sizeof(float);
     if (kt == IG_DTYPE_F32)
         partial_scores_kernel<float><<<grid, PS_BLOCK, shm, s>>>(
-            (const float *)keys, ld, keys_stride, kc, n, (const int64_t *)NULL, q, ldq, q_stride,
-            nq, out, ldo, out_stride, col_max, cm_stride, row_max);
+            (const float *)keys, ld, keys_stride, kc, n, tab, q, ldq, q_stride, nq, out, ldo,
+            out_stride, col_max, cm_stride, row_max);
     else
         partial_scores_kernel<__half><<<grid, PS_BLOCK, shm, s>>>(
-            (const __half *)keys, ld, keys_stride, kc, n, (const int64_t *)NULL, q, ldq, q_stride,
-            nq, out, ldo, out_stride, col_max, cm_stride, row_max);
+            (const __half *)keys, ld, keys_stride, kc, n, tab, q, ldq, q_stride, nq, out, ldo,
+            out_stride, col_max, cm_stride, row_max);
     return IG_CU_LAUNCHED(err, "partial_scores_kernel");
+}
+
+extern "C" ig_status ig_cuda_partial_scores(const void *keys, ig_dtype kt, int64_t ld,
+                                            int64_t keys_stride, int kc, int64_t n, const float *q,
+                                            int64_t ldq, int64_t q_stride, int nq, float *out,
+                                            int64_t ldo, int64_t out_stride, float *col_max,
+                                            int64_t cm_stride, float *row_max, int tables,
+                                            ig_cuda_stream_t s, ig_error *err) {
+    return launch("ig_cuda_partial_scores", keys, kt, ld, keys_stride, (const int64_t *)NULL, kc, n,
+                  q, ldq, q_stride, nq, out, ldo, out_stride, col_max, cm_stride, row_max, tables,
+                  s, err);
 }
 
 extern "C" ig_status ig_cuda_partial_scores_tab(const void *keys, ig_dtype kt, int64_t ld,
@@ -105,29 +116,9 @@ extern "C" ig_status ig_cuda_partial_scores_tab(const void *keys, ig_dtype kt, i
                                                 int nq, float *out, int64_t ldo, int64_t out_stride,
                                                 float *col_max, int64_t cm_stride, float *row_max,
                                                 int tables, ig_cuda_stream_t s, ig_error *err) {
-    const char *fn = "ig_cuda_partial_scores_tab";
-    IG_CU_ARG(kt == IG_DTYPE_F32 || kt == IG_DTYPE_F16, err, fn);
-    IG_CU_ARG(nq >= 1 && nq <= PS_MAX_ROWS && kc_max >= 0 && kc_max <= 512, err, fn);
-    IG_CU_ARG(n_max >= 0 && ld >= n_max && ldo >= n_max && ldq >= kc_max, err, fn);
-    IG_CU_ARG(tables >= 0 && tables <= 65535, err, fn);
-    IG_CU_ARG(!col_max || tables <= 1 || cm_stride >= n_max, err, fn);
-    if (tables == 0) return IG_OK;
-    IG_CU_ARG(tab != NULL, err, fn);
-    fill_kernel<<<ig_grid((int64_t)tables * nq, 256), 256, 0, s>>>(row_max, (int64_t)tables * nq,
-                                                                   -INFINITY);
-    IG_TRY(IG_CU_LAUNCHED(err, "fill_kernel"));
-    if (n_max == 0) return IG_OK;
-    dim3 grid(ig_grid(n_max, PS_BLOCK), (unsigned)tables);
-    size_t shm = (size_t)nq * (size_t)kc_max * sizeof(float);
-    if (kt == IG_DTYPE_F32)
-        partial_scores_kernel<float><<<grid, PS_BLOCK, shm, s>>>(
-            (const float *)keys, ld, 0, kc_max, n_max, tab, q, ldq, q_stride, nq, out, ldo,
-            out_stride, col_max, cm_stride, row_max);
-    else
-        partial_scores_kernel<__half><<<grid, PS_BLOCK, shm, s>>>(
-            (const __half *)keys, ld, 0, kc_max, n_max, tab, q, ldq, q_stride, nq, out, ldo,
-            out_stride, col_max, cm_stride, row_max);
-    return IG_CU_LAUNCHED(err, "partial_scores_kernel");
+    IG_CU_ARG(tables == 0 || tab != NULL, err, "ig_cuda_partial_scores_tab");
+    return launch("ig_cuda_partial_scores_tab", keys, kt, ld, 0, tab, kc_max, n_max, q, ldq,
+                  q_stride, nq, out, ldo, out_stride, col_max, cm_stride, row_max, tables, s, err);
 }
 
 /* One block per table: the masked entries first (each thread its own entries), then each row's
