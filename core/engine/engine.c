@@ -236,13 +236,13 @@ static ig_status check_batch(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs
 
 /* The layer's ops go through the engine's backend table (kernels/backend_iface.h; the cpu table
  * runs the same kernels as before, so the bits are the same). Its argument checks can only fail
- * on an engine bug: sizes come from the model's checked shapes. */
+ * on an engine bug (sizes come from the model's checked shapes): the run stops with the op's
+ * message and the line. */
 #define BE(call)                                                                                   \
     do {                                                                                           \
         ig_error be_err_;                                                                          \
         ig_status be_rc_ = (call);                                                                 \
-        IG_ASSERT(be_rc_ == IG_OK);                                                                \
-        (void)be_err_;                                                                             \
+        if (be_rc_ != IG_OK) ig_assert_fail(be_err_.msg, __FILE__, __LINE__);                      \
     } while (0)
 
 static void linear(ig_engine *e, const float *x, int64_t M, const ig_weight *w, const float *b,
