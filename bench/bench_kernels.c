@@ -110,7 +110,7 @@ static float frand01(ig_rng *r) {
     return (float)ig_rng_uniform(r);
 }
 
-/* n_rows rows of k weights in [-1, 1) stored as t (quantized types: ig_cpu_quantize_rows). */
+/* n_rows rows of k weights in [-1, 1) stored as t (quantized types: ig_quantize_rows). */
 static void *make_weights(ig_dtype t, int64_t n_rows, int64_t k, ig_rng *r) {
     int64_t n = n_rows * k;
     if (ig_dtype_is_quant(t)) {
@@ -122,7 +122,7 @@ static void *make_weights(ig_dtype t, int64_t n_rows, int64_t k, ig_rng *r) {
             return NULL;
         }
         for (int64_t i = 0; i < n; i++) f[i] = frand01(r) * 2.0f - 1.0f;
-        ig_cpu_quantize_rows(t, f, n_rows, k, q);
+        ig_quantize_rows(t, f, n_rows, k, q);
         free(f);
         return q;
     }

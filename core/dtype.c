@@ -4,6 +4,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/status.h"
+#include "core/threads.h"
+
 size_t ig_dtype_size(ig_dtype t) {
     switch (t) {
     case IG_DTYPE_F32:
@@ -332,4 +335,16 @@ void ig_convert(ig_dtype dst_type, void *dst, ig_dtype src_type, const void *src
         for (size_t i = 0; i < n; i++) dh[i] = ig_f32_to_f16(ig_bf16_to_f32(sh[i]));
     else if (dst_type == IG_DTYPE_BF16 && src_type == IG_DTYPE_F16)
         for (size_t i = 0; i < n; i++) dh[i] = ig_f32_to_bf16(ig_f16_to_f32(sh[i]));
+}
+
+/* Below this many values per thread a row loop stays on fewer threads. */
+#define QUANT_MIN_PER_THREAD (64 * 1024)
+
+void ig_quantize_rows(ig_dtype t, const float *src, int64_t rows, int64_t cols, void *dst) {
+    IG_ASSERT(ig_dtype_is_quant(t) && rows >= 0 && ig_dtype_row_ok(t, cols));
+    size_t rb = ig_dtype_row_bytes(t, cols);
+    int nt = ig_threads_for(rows * cols, QUANT_MIN_PER_THREAD);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t r = 0; r < rows; r++)
+        ig_quantize_row_ref(t, src + r * cols, (unsigned char *)dst + (size_t)r * rb, cols);
 }

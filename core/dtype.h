@@ -149,5 +149,10 @@ void ig_dequant_row_ref(ig_dtype t, const void *src, float *dst, int64_t n);
  * group min and max, d = (max - min) / (2^bits - 1) and m = min rounded to f16, q = round((x - m)
  * / d) clamped), or q8_0 / q4_0 / q4_1 (ggml's reference rules). Returns 0, -1 for another type. */
 int ig_quantize_row_ref(ig_dtype t, const float *src, void *dst, int64_t n);
+/* Quantizes rows x cols f32 (row-major) into rows of ig_dtype_row_bytes(t, cols) bytes with
+ * ig_quantize_row_ref (t quantized, cols a multiple of its block); rows in parallel (OpenMP, at
+ * most ig_threads_get() threads). For model load (q4g64 / q8g64 from a float checkpoint); the bytes
+ * do not depend on the threads. */
+void ig_quantize_rows(ig_dtype t, const float *src, int64_t rows, int64_t cols, void *dst);
 
 #endif

@@ -191,7 +191,7 @@ static void test_linear(void) {
         CU_ASSERT_PTR_NOT_NULL_FATAL(w);
         ig_error err;
         if (ig_dtype_is_quant(wt))
-            ig_cpu_quantize_rows(wt, wf, N, K, w);
+            ig_quantize_rows(wt, wf, N, K, w);
         else
             ig_convert(wt, w, IG_DTYPE_F32, wf, (size_t)N * K);
         for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {

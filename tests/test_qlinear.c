@@ -8,7 +8,7 @@
  * another order; the weights the kernel uses are exactly the dequantized ones), and bitwise equal
  * to ig_cpu_linear on the dequantized f32 matrix (same SIMD level, threads, GEMV or sgemm path: the
  * quantized kernels accumulate in the f32 kernels' order), so a quantized model computes what its
- * dequantized f32 twin computes; dequantization, embedding and ig_cpu_quantize_rows bitwise; round
+ * dequantized f32 twin computes; dequantization, embedding and ig_quantize_rows bitwise; round
  * trip |x - x'| <= d / 2 plus the f16 rounding of d and m (see check_roundtrip), and exact for
  * values on the grid. */
 #include <math.h>
@@ -56,7 +56,7 @@ static unsigned char *make_qweights(ig_rng *r, ig_dtype t, int64_t rows, int64_t
     unsigned char *q = malloc(rows * rb);
     CU_ASSERT_FATAL(f && q);
     fill(r, f, rows * cols, -1.0f, 1.0f);
-    ig_cpu_quantize_rows(t, f, rows, cols, q);
+    ig_quantize_rows(t, f, rows, cols, q);
     size_t nblocks = rows * rb / bb;
     for (size_t b = 0; b < nblocks; b += 3) {
         unsigned char *blk = q + b * bb;
@@ -168,7 +168,7 @@ static void test_constant_rows(void) {
         size_t rb = ig_dtype_row_bytes(t, K);
         unsigned char *q = malloc(N * rb);
         CU_ASSERT_FATAL(q != NULL);
-        ig_cpu_quantize_rows(t, wf, N, K, q);
+        ig_quantize_rows(t, wf, N, K, q);
         float *w = dequant_ref(t, q, N, K);
         for (int64_t n = 0; n < N; n++) {
             /* every element decodes to the same finite value, the input when it is an f16 */
@@ -381,7 +381,7 @@ static void test_quant_roundtrip(void) {
     free(q);
 }
 
-/* ig_cpu_quantize_rows: the reference's bytes row by row, for any thread count (the matrix is
+/* ig_quantize_rows: the reference's bytes row by row, for any thread count (the matrix is
  * large enough for several threads). */
 static void test_quantize_rows(void) {
     ig_rng r;
@@ -400,7 +400,7 @@ static void test_quantize_rows(void) {
         for (int th = 1; th <= 3; th++) {
             ig_cpu_set_threads(th);
             memset(q2, 0xa5, rows * rb);
-            ig_cpu_quantize_rows(t, x, rows, cols, q2);
+            ig_quantize_rows(t, x, rows, cols, q2);
             CU_ASSERT(memcmp(q, q2, rows * rb) == 0);
         }
         free(q);

@@ -9,7 +9,6 @@
 #include "core/log.h"
 #include "core/mapfile.h"
 #include "core/model/model_internal.h"
-#include "kernels/cpu/cpu_kernels.h"
 
 #define IG_DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -249,7 +248,7 @@ ig_status ig_model_matrix_from_f32(ig_model *m, const char *file, const char *na
     void *buf = ig_model_alloc(m, rb * (size_t)rows, err);
     if (!buf) return IG_ERR_NOMEM;
     if (ig_dtype_is_quant(t))
-        ig_cpu_quantize_rows(t, src, rows, cols, buf);
+        ig_quantize_rows(t, src, rows, cols, buf);
     else
         ig_convert(t, buf, IG_DTYPE_F32, src, (size_t)rows * (size_t)cols);
     *w = (ig_weight){buf, t, rows, cols};

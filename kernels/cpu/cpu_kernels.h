@@ -41,10 +41,6 @@ void ig_cpu_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype
 /* dst[0..n) = src as f32, bit-identical to ig_dequant_row_ref: a quantized row (n a multiple of the
  * block, src at a block boundary) or an f32/f16/bf16 one. SIMD at the current level. */
 void ig_cpu_dequant_row(ig_dtype t, const void *src, float *dst, int64_t n);
-/* Quantizes rows x cols f32 (row-major) into rows of ig_dtype_row_bytes(t, cols) bytes with
- * ig_quantize_row_ref (t quantized, cols a multiple of its block); rows in parallel (OpenMP). For
- * model load (q4g64 / q8g64 from a float checkpoint); the bytes do not depend on the threads. */
-void ig_cpu_quantize_rows(ig_dtype t, const float *src, int64_t rows, int64_t cols, void *dst);
 
 /* Embedding rows: out[i, :] = table[ids[i], :] as f32 (table f32, f16, bf16 or quantized: the
  * selected rows are dequantized as ig_cpu_dequant_row does). */

@@ -22,7 +22,6 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 /* Elements below which quantizing rows stays on one thread. */
-#define QUANT_MIN_PER_THREAD (64 * 1024)
 
 /* Block geometry as compile-time constants once t is (the kernels below are inlined per type). */
 static inline int qblock_elems(ig_dtype t) {
@@ -540,13 +539,4 @@ void ig_cpu_dequant_row(ig_dtype t, const void *src, float *dst, int64_t n) {
     }
 #endif
     ig_dequant_row_ref(t, src, dst, n);
-}
-
-void ig_cpu_quantize_rows(ig_dtype t, const float *src, int64_t rows, int64_t cols, void *dst) {
-    IG_ASSERT(ig_dtype_is_quant(t) && rows >= 0 && ig_dtype_row_ok(t, cols));
-    size_t rb = ig_dtype_row_bytes(t, cols);
-    int nt = ig_cpu_threads_for(rows * cols, QUANT_MIN_PER_THREAD);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int64_t r = 0; r < rows; r++)
-        ig_quantize_row_ref(t, src + r * cols, (unsigned char *)dst + (size_t)r * rb, cols);
 }

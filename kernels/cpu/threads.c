@@ -13,10 +13,10 @@
 #endif
 
 #include "core/log.h"
+#include "core/threads.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
 
-static _Atomic int g_threads;            /* 0: not chosen yet */
 static _Atomic int g_level = -1;         /* level in use */
 static int g_level_max = IG_SIMD_SCALAR; /* hardware, capped by IG_SIMD; set once */
 static pthread_once_t g_detect_once = PTHREAD_ONCE_INIT;
@@ -90,24 +90,21 @@ int ig_cpu_set_simd(const char *level) {
 void ig_cpu_set_threads(int n) {
     if (n <= 0) n = omp_get_num_procs();
     if (n < 1) n = 1;
-    atomic_store(&g_threads, n);
+    ig_threads_set(n);
     openblas_set_num_threads(n);
 }
 
 int ig_cpu_get_threads(void) {
-    int n = atomic_load_explicit(&g_threads, memory_order_relaxed);
+    int n = ig_threads_peek();
     if (n > 0) return n;
     /* Default: what OpenMP would use (OMP_NUM_THREADS or all cores); OpenBLAS follows. */
     ig_cpu_set_threads(omp_get_max_threads());
-    return atomic_load(&g_threads);
+    return ig_threads_peek();
 }
 
 int ig_cpu_threads_for(int64_t work, int64_t min_per_thread) {
-    int t = ig_cpu_get_threads();
-    if (min_per_thread < 1) min_per_thread = 1;
-    int64_t fit = work / min_per_thread;
-    if (fit < t) t = fit < 1 ? 1 : (int)fit;
-    return t;
+    ig_cpu_get_threads(); /* OpenBLAS set with the default once */
+    return ig_threads_for(work, min_per_thread);
 }
 
 int ig_cpu_blas_threads_single(void) {
