@@ -16,13 +16,14 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
                             "backend %s: interface version %d (this build has %d)", name,
                             t->version, IG_BE_IFACE_VERSION);
     const int set[] = {
-        t->destroy != NULL,       t->alloc != NULL,    t->free != NULL,
-        t->upload != NULL,        t->download != NULL, t->upload2d != NULL,
-        t->sync != NULL,          t->linear != NULL,   t->rmsnorm != NULL,
-        t->layernorm != NULL,     t->rope != NULL,     t->silu_mul != NULL,
-        t->add != NULL,           t->softmax != NULL,  t->partial_scores != NULL,
-        t->count_greater != NULL, t->topk != NULL,     t->partial_scores_tab != NULL,
-        t->mask_scores != NULL,   t->relu != NULL,
+        t->destroy != NULL,       t->alloc != NULL,     t->free != NULL,
+        t->upload != NULL,        t->download != NULL,  t->upload2d != NULL,
+        t->sync != NULL,          t->linear != NULL,    t->rmsnorm != NULL,
+        t->layernorm != NULL,     t->rope != NULL,      t->silu_mul != NULL,
+        t->add != NULL,           t->softmax != NULL,   t->partial_scores != NULL,
+        t->count_greater != NULL, t->topk != NULL,      t->partial_scores_tab != NULL,
+        t->mask_scores != NULL,   t->relu != NULL,      t->copy2d != NULL,
+        t->attention_ws != NULL,  t->attention != NULL,
     };
     static const char *names[] = {"destroy",       "alloc",    "free",
                                   "upload",        "download", "upload2d",
@@ -30,7 +31,8 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
                                   "layernorm",     "rope",     "silu_mul",
                                   "add",           "softmax",  "partial_scores",
                                   "count_greater", "topk",     "partial_scores_tab",
-                                  "mask_scores",   "relu"};
+                                  "mask_scores",   "relu",     "copy2d",
+                                  "attention_ws",  "attention"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -238,3 +240,31 @@ ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
     return ig_error_set(err, IG_ERR_UNSUPPORTED, "the CUDA backend is not compiled in");
 }
 #endif
+
+ig_status ig_be_copy2d(ig_be *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+                       size_t width, size_t rows, ig_error *err) {
+    if (width == 0 || rows == 0) return IG_OK;
+    CHECK(dst && src, "copy2d: NULL pointer");
+    CHECK(dpitch >= width && spitch >= width,
+          "copy2d: width %zu bytes is more than a pitch (dst %zu, src %zu)", width, dpitch, spitch);
+    return be->iface->copy2d(be, dst, dpitch, src, spitch, width, rows, err);
+}
+
+size_t ig_be_attention_ws(ig_be *be, int64_t n_q, int64_t n_ctx, int n_head, int hd) {
+    if (n_q <= 0 || n_ctx <= 0 || n_head <= 0 || hd <= 0) return 0;
+    return be->iface->attention_ws(be, n_q, n_ctx, n_head, hd);
+}
+
+ig_status ig_be_attention(ig_be *be, const float *q, int64_t n_q, int64_t p0, const float *k,
+                          const float *v, int64_t stride_tokens, int n_head, int n_kv_head, int hd,
+                          float scale, float *ws, size_t ws_floats, float *out, ig_error *err) {
+    CHECK(n_q >= 0 && p0 >= 0 && n_head > 0 && n_kv_head > 0 && n_head % n_kv_head == 0 && hd > 0,
+          "attention: n_q=%lld p0=%lld n_head=%d n_kv_head=%d hd=%d", (long long)n_q, (long long)p0,
+          n_head, n_kv_head, hd);
+    CHECK(stride_tokens >= p0 + n_q, "attention: stride_tokens=%lld < p0 + n_q = %lld",
+          (long long)stride_tokens, (long long)(p0 + n_q));
+    if (n_q == 0) return IG_OK;
+    CHECK(q && k && v && out, "attention: NULL q, k, v or out");
+    return be->iface->attention(be, q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd, scale,
+                                ws, ws_floats, out, err);
+}

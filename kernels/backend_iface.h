@@ -17,9 +17,10 @@
  * and within rounding on float ones (the CPU and CUDA tables bit for bit where cuda_kernels.h
  * says so). tests/test_backend.c runs every table on the same inputs.
  *
- * This is the first slice of the table: the ops of the norms, RoPE and element-wise parts of a
- * layer, linear layers, and the selection ops a policy's speculation needs (partial scores,
- * threshold counts, top-k). Attention, row gathers and the KV codec follow (ARCHITECTURE.md). */
+ * The table holds the ops of a layer (norms, RoPE, element-wise, linear, causal attention over a
+ * KV cache, strided copies between buffers) and the selection ops a policy's speculation needs
+ * (partial scores, threshold counts, top-k). Attention over selected rows, row gathers and the KV
+ * codec follow (ARCHITECTURE.md). */
 #ifndef IG_BACKEND_IFACE_H
 #define IG_BACKEND_IFACE_H
 
@@ -88,6 +89,13 @@ typedef struct ig_be_iface {
                              int64_t key_stride, const int64_t *tab, int64_t n_max, int tables,
                              ig_error *err);
     ig_status (*relu)(ig_be *be, float *x, int64_t n, ig_error *err);
+    /* copies and attention (the plain KV cache path of a layer) */
+    ig_status (*copy2d)(ig_be *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+                        size_t width, size_t rows, ig_error *err);
+    size_t (*attention_ws)(ig_be *be, int64_t n_q, int64_t n_ctx, int n_head, int hd);
+    ig_status (*attention)(ig_be *be, const float *q, int64_t n_q, int64_t p0, const float *k,
+                           const float *v, int64_t stride_tokens, int n_head, int n_kv_head, int hd,
+                           float scale, float *ws, size_t ws_floats, float *out, ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -135,6 +143,22 @@ ig_status ig_be_silu_mul(ig_be *be, const float *gate, const float *up, int64_t 
 ig_status ig_be_add(ig_be *be, float *y, const float *x, int64_t n, ig_error *err);
 /* max(x, 0) in place over n values (ig_cpu_relu; OPT's MLP). */
 ig_status ig_be_relu(ig_be *be, float *x, int64_t n, ig_error *err);
+/* rows runs of `width` bytes from src + r * spitch to dst + r * dpitch, both buffers of the
+ * backend (e.g. new key rows into a KV cache laid out [kv_head][token][hd]); queued like an op. */
+ig_status ig_be_copy2d(ig_be *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+                       size_t width, size_t rows, ig_error *err);
+/* Floats of workspace ig_be_attention needs for n_q queries over n_ctx >= p0 + n_q positions with
+ * the backend's threads (ig_cpu_attention_ws_floats on the cpu table; 0 where the backend needs
+ * none). A workspace sized for the largest call serves every smaller one. */
+size_t ig_be_attention_ws(ig_be *be, int64_t n_q, int64_t n_ctx, int n_head, int hd);
+/* Causal attention of n_q new queries of one sequence at positions p0 .. p0 + n_q - 1 over a cache
+ * k, v [n_kv_head][stride_tokens][hd] whose rows 0 .. p0 + n_q - 1 are filled; q and out
+ * [n_q][n_head][hd]; grouped-query heads (ig_cpu_attention). ws: a backend buffer of ws_floats
+ * floats (ig_be_attention_ws; a smaller one on the cpu table runs on fewer threads, one too small
+ * for one thread is refused). */
+ig_status ig_be_attention(ig_be *be, const float *q, int64_t n_q, int64_t p0, const float *k,
+                          const float *v, int64_t stride_tokens, int n_head, int n_kv_head, int hd,
+                          float scale, float *ws, size_t ws_floats, float *out, ig_error *err);
 /* rows x n in place, ig_cpu_softmax per row. */
 ig_status ig_be_softmax(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err);
 /* ig_cpu_partial_scores over `tables` tables (strides in elements; the layout of

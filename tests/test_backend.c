@@ -109,7 +109,84 @@ static void test_upload2d(void) {
     }
 }
 
+/* copy2d moves a strided region between two buffers of the backend (the layer's store of new
+ * key rows into its cache), leaving the bytes around it alone. */
+static void test_copy2d(void) {
+    enum { ROWS = 6, PITCH = 44, SPITCH = 24, W = 11, OFF = 5 };
+    unsigned char base[ROWS * PITCH], src[ROWS * SPITCH], want[ROWS * PITCH], got[ROWS * PITCH];
+    for (int i = 0; i < ROWS * PITCH; i++) base[i] = (unsigned char)(i * 5 + 3);
+    for (int i = 0; i < ROWS * SPITCH; i++) src[i] = (unsigned char)(250 - 3 * i);
+    memcpy(want, base, sizeof want);
+    for (int r = 0; r < ROWS; r++) memcpy(want + r * PITCH + OFF, src + r * SPITCH + 2, W);
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        unsigned char *d = up(be, base, sizeof base), *ds = up(be, src, sizeof src);
+        CU_ASSERT_EQUAL(ig_be_copy2d(be, d + OFF, PITCH, ds + 2, SPITCH, W, ROWS, &err), IG_OK);
+        memset(got, 0, sizeof got);
+        down(be, got, d, sizeof got);
+        CU_ASSERT(memcmp(got, want, sizeof got) == 0);
+        CU_ASSERT_EQUAL(ig_be_copy2d(be, d, PITCH, ds, SPITCH, 0, ROWS, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_be_copy2d(be, d, PITCH, ds, SPITCH, SPITCH + 1, 1, &err),
+                        IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "copy2d"));
+        ig_be_release(be, d);
+        ig_be_release(be, ds);
+    }
+}
+
 /* ---- layer ops ---- */
+
+/* Causal attention over a cache of stride CTX tokens, grouped-query heads: a prefill chunk after
+ * a few cached positions and one decode step, on every table against the cpu table (the reference
+ * accumulates in double, CUDA in f32 with another order). */
+static void test_attention(void) {
+    enum { NH = 4, NKV = 2, HD = 32, CTX = 48, NQ = 12 };
+    const int64_t cases[2][2] = {{NQ, 5}, {1, 40}}; /* n_q, p0 */
+    static float kc[NKV * CTX * HD], vc[NKV * CTX * HD], q[NQ * NH * HD];
+    fill(kc, NKV * CTX * HD);
+    fill(vc, NKV * CTX * HD);
+    fill(q, NQ * NH * HD);
+    float scale = 1.0f / sqrtf((float)HD);
+    static float want[2][NQ * NH * HD], got[NQ * NH * HD];
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        float *dk = up(be, kc, sizeof kc), *dv = up(be, vc, sizeof vc), *dq = up(be, q, sizeof q);
+        float *dout = up(be, NULL, sizeof got);
+        size_t wsf = ig_be_attention_ws(be, NQ, CTX, NH, HD);
+        float *ws = wsf ? up(be, NULL, wsf * sizeof(float)) : NULL;
+        for (int ci = 0; ci < 2; ci++) {
+            int64_t n_q = cases[ci][0], p0 = cases[ci][1];
+            size_t n = (size_t)n_q * NH * HD;
+            CU_ASSERT_EQUAL_FATAL(ig_be_attention(be, dq, n_q, p0, dk, dv, CTX, NH, NKV, HD, scale,
+                                                  ws, wsf, dout, &err),
+                                  IG_OK);
+            down(be, bi == 0 ? want[ci] : got, dout, n * sizeof(float));
+            if (bi > 0)
+                report(ci == 0 ? "attention-pre" : "attention-dec", be, rel_diff(want[ci], got, n),
+                       1e-5);
+        }
+        /* a cache shorter than the positions is refused on every table */
+        CU_ASSERT_EQUAL(ig_be_attention(be, dq, NQ, CTX - NQ + 1, dk, dv, CTX, NH, NKV, HD, scale,
+                                        ws, wsf, dout, &err),
+                        IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "stride_tokens"));
+        if (wsf) { /* the cpu table: a workspace too small for one thread is refused */
+            CU_ASSERT_EQUAL(
+                ig_be_attention(be, dq, NQ, 5, dk, dv, CTX, NH, NKV, HD, scale, ws, 1, dout, &err),
+                IG_ERR_INVALID_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "workspace"));
+        }
+        ig_be_release(be, dk);
+        ig_be_release(be, dv);
+        ig_be_release(be, dq);
+        ig_be_release(be, dout);
+        ig_be_release(be, ws);
+    }
+}
 
 static void test_norms_rope_elementwise(void) {
     enum { R = 5, D = 96, NH = 3, HD = 32, ROT = 24, MAXP = 40 };
@@ -554,7 +631,9 @@ static void test_checks(void) {
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("backend", suite_init, suite_clean);
     CU_add_test(s, "upload2d", test_upload2d);
+    CU_add_test(s, "copy2d", test_copy2d);
     CU_add_test(s, "norms_rope_elementwise", test_norms_rope_elementwise);
+    CU_add_test(s, "attention", test_attention);
     CU_add_test(s, "linear", test_linear);
     CU_add_test(s, "partial_scores", test_partial_scores);
     CU_add_test(s, "partial_scores_tab", test_partial_scores_tab);

@@ -1,5 +1,7 @@
-/* Forward pass of OPT and Llama blocks on the CPU backend, over a ragged batch of sequences.
- * All buffers are sized at create time from the options; forward never allocates. The KV cache is
+/* The engine over a ragged batch of sequences: create, the call's layout, the CPU engine's loop
+ * over layers and GPU batches (weight stream, activations off the device), logits. The layer
+ * itself is core/engine/layer.c, shared with the CUDA engine (engine_cuda.c). All buffers are sized
+ * at create time from the options; forward never allocates. The KV cache is
  * [layer][slot][kv_head][max_ctx][head_dim] f32, so a head's keys are contiguous for attention. */
 #include "core/engine/engine.h"
 
@@ -234,70 +236,6 @@ static ig_status check_batch(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs
     return rc;
 }
 
-/* The layer's ops go through the engine's backend table (kernels/backend_iface.h; the cpu table
- * runs the same kernels as before, so the bits are the same). Its argument checks can only fail
- * on an engine bug (sizes come from the model's checked shapes): the run stops with the op's
- * message and the line. */
-#define BE(call)                                                                                   \
-    do {                                                                                           \
-        ig_error be_err_;                                                                          \
-        ig_status be_rc_ = (call);                                                                 \
-        if (be_rc_ != IG_OK) ig_assert_fail(be_err_.msg, __FILE__, __LINE__);                      \
-    } while (0)
-
-static void linear(ig_engine *e, const float *x, int64_t M, const ig_weight *w, const float *b,
-                   float *y) {
-    double t0 = ig_time_s();
-    BE(ig_be_linear(e->be, x, M, w->cols, w->data, w->dtype, w->rows, b, y, &be_err_));
-    e->stats.linear_s += ig_time_s() - t0;
-}
-
-static void norm(const ig_engine *e, const float *x, const float *w, const float *b, int64_t rows,
-                 float *y) {
-    if (e->cfg.arch == IG_ARCH_OPT)
-        BE(ig_be_layernorm(e->be, x, w, b, rows, e->cfg.d_model, e->cfg.norm_eps, y, &be_err_));
-    else
-        BE(ig_be_rmsnorm(e->be, x, w, rows, e->cfg.d_model, e->cfg.norm_eps, y, &be_err_));
-}
-
-/* Copies the new keys/values of every sequence into its cache slot at its positions. */
-static void store_kv(ig_engine *e, int layer) {
-    const ig_model_config *c = &e->cfg;
-    size_t hd = (size_t)c->head_dim, kvd = (size_t)c->n_kv_head * hd;
-    size_t ctx = (size_t)e->opts.max_ctx;
-    for (int s = e->bs0; s < e->bs1; s++) {
-        const ig_seq_tokens *q = &e->cur[s];
-        float *kc = e->k_cache[layer] + (size_t)q->slot * e->slot_floats;
-        float *vc = e->v_cache[layer] + (size_t)q->slot * e->slot_floats;
-        for (int i = 0; i < q->n_tokens; i++) {
-            size_t row = (size_t)(e->row0[s] + i), p = (size_t)(e->p0[s] + i);
-            for (int g = 0; g < c->n_kv_head; g++) {
-                memcpy(kc + ((size_t)g * ctx + p) * hd, e->k + row * kvd + (size_t)g * hd,
-                       hd * sizeof(float));
-                memcpy(vc + ((size_t)g * ctx + p) * hd, e->v + row * kvd + (size_t)g * hd,
-                       hd * sizeof(float));
-            }
-        }
-    }
-}
-
-static void attention(ig_engine *e, int layer) {
-    const ig_model_config *c = &e->cfg;
-    size_t qd = (size_t)c->n_head * (size_t)c->head_dim;
-    float scale = 1.0f / sqrtf((float)c->head_dim);
-    double t0 = ig_time_s();
-    for (int s = e->bs0; s < e->bs1; s++) {
-        const ig_seq_tokens *q = &e->cur[s];
-        const float *kc = e->k_cache[layer] + (size_t)q->slot * e->slot_floats;
-        const float *vc = e->v_cache[layer] + (size_t)q->slot * e->slot_floats;
-        size_t r0 = (size_t)e->row0[s];
-        ig_cpu_attention(e->q + r0 * qd, q->n_tokens, e->p0[s], kc, vc, e->opts.max_ctx, c->n_head,
-                         c->n_kv_head, c->head_dim, scale, e->attn_ws, e->attn_ws_floats,
-                         e->att + r0 * qd);
-    }
-    e->stats.attention_s += ig_time_s() - t0;
-}
-
 /* Activations off the device: the rows of the current GPU batch's sequences in the last
  * act_host_seqs + act_disk_seqs slots (the engine's choice) moved between the device's x and their
  * home by offload/acthome (through the link, and the disk tier for the disk slots). A disk error
@@ -325,51 +263,6 @@ static void set_gpu_batch(ig_engine *e, int s0, int s1) {
     e->bs1 = s1;
     e->br0 = e->row0[s0];
     e->br1 = e->row0[s1 - 1] + e->cur[s1 - 1].n_tokens;
-}
-
-/* One layer over the rows of the current GPU batch. */
-static void layer_forward(ig_engine *e, int l, const ig_layer *L) {
-    const ig_model_config *c = &e->cfg;
-    size_t d = (size_t)c->d_model, f = (size_t)c->d_ffn;
-    size_t qd = (size_t)c->n_head * (size_t)c->head_dim, kvd = (size_t)c->n_kv_head * c->head_dim;
-    size_t r0 = (size_t)e->br0;
-    int64_t T = e->br1 - e->br0;
-    float *x = e->x + r0 * d, *h = e->h + r0 * d, *q = e->q + r0 * qd;
-    float *k = e->k + r0 * kvd, *v = e->v + r0 * kvd, *att = e->att + r0 * qd;
-    float *f1 = e->f1 + r0 * f, *f2 = e->f2 + r0 * f;
-    norm(e, x, L->attn_norm_w, L->attn_norm_b, T, h);
-    if (e->kv) ig_kv_layer_begin(e, l);
-    linear(e, h, T, &L->wq, L->bq, q);
-    linear(e, h, T, &L->wk, L->bk, k);
-    linear(e, h, T, &L->wv, L->bv, v);
-    if (c->arch == IG_ARCH_LLAMA) {
-        BE(ig_be_rope(e->be, q, T, c->n_head, c->head_dim, c->rot_dim, e->pos + r0, e->rope_cos,
-                      e->rope_sin, &be_err_));
-        BE(ig_be_rope(e->be, k, T, c->n_kv_head, c->head_dim, c->rot_dim, e->pos + r0, e->rope_cos,
-                      e->rope_sin, &be_err_));
-    }
-    if (e->kv) {
-        double t_kv = ig_time_s();
-        ig_kv_layer_attention(e, l);
-        e->stats.attention_s += ig_time_s() - t_kv;
-    } else {
-        store_kv(e, l);
-        attention(e, l);
-    }
-    linear(e, att, T, &L->wo, L->bo, h);
-    BE(ig_be_add(e->be, x, h, (int64_t)(T * (int64_t)d), &be_err_));
-    norm(e, x, L->ffn_norm_w, L->ffn_norm_b, T, h);
-    if (c->arch == IG_ARCH_OPT) {
-        linear(e, h, T, &L->w_up, L->b_up, f1);
-        BE(ig_be_relu(e->be, f1, (int64_t)(T * (int64_t)f), &be_err_));
-        linear(e, f1, T, &L->w_down, L->b_down, h);
-    } else {
-        linear(e, h, T, &L->w_gate, NULL, f1);
-        linear(e, h, T, &L->w_up, L->b_up, f2);
-        BE(ig_be_silu_mul(e->be, f1, f2, (int64_t)(T * (int64_t)f), f1, &be_err_));
-        linear(e, f1, T, &L->w_down, L->b_down, h);
-    }
-    BE(ig_be_add(e->be, x, h, (int64_t)(T * (int64_t)d), &be_err_));
 }
 
 static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig_error *err) {
@@ -432,7 +325,12 @@ static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig
     }
     /* FlexGen's zig-zag: layers outside, GPU batches inside; the layer's weights stay resident
      * for all its GPU batches */
+    ig_layer_bufs bufs = {
+        e->be, e->x,   e->h,        e->q,        e->k, e->v, e->att,     e->f1,
+        e->f2, e->pos, e->rope_cos, e->rope_sin, NULL, NULL, e->attn_ws, e->attn_ws_floats};
     for (int l = 0; l < c->n_layer; l++) {
+        bufs.kc = e->k_cache[l];
+        bufs.vc = e->v_cache[l];
         const ig_layer *L =
             e->opts.weights ? ig_wstream_layer(e->opts.weights, l) : ig_model_layer(e->model, l);
         if (!L) /* a weight load failed (disk I/O); the caches of this call are not valid */
@@ -442,7 +340,7 @@ static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig
             set_gpu_batch(e, b * gb, b * gb + gb < n_seqs ? b * gb + gb : n_seqs);
             if (e->kv) ig_kv_gpu_batch(e, b);
             IG_TRY(act_move(e, 0, err));
-            layer_forward(e, l, L);
+            IG_TRY(ig_engine_layer_forward(e, l, L, &bufs, err));
             IG_TRY(act_move(e, 1, err));
             e->stats.gpu_batches++;
         }
@@ -459,7 +357,8 @@ static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig
         set_gpu_batch(e, b * gb, b * gb + gb < n_seqs ? b * gb + gb : n_seqs);
         IG_TRY(act_move(e, 0, err));
     }
-    norm(e, e->x, ig_model_final_norm_w(e->model), ig_model_final_norm_b(e->model), T, e->hidden);
+    IG_TRY(ig_engine_norm(e, e->be, e->x, ig_model_final_norm_w(e->model),
+                          ig_model_final_norm_b(e->model), T, e->hidden, err));
     for (int s = 0; s < n_seqs; s++) e->seq_len[seqs[s].slot] += seqs[s].n_tokens;
     double total = ig_time_s() - t_start;
     e->stats.other_s += total - (e->stats.linear_s - lin0) - (e->stats.attention_s - att0);

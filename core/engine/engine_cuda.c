@@ -1,5 +1,8 @@
 /* The forward pass on the CUDA backend, behind the engine interface (engine.h). C11 over the host
- * API of kernels/cuda/cuda_backend.h and the launchers of cuda_kernels.h; no CUDA header.
+ * API of kernels/cuda/cuda_backend.h and the launchers of cuda_kernels.h; no CUDA header. The layer
+ * is core/engine/layer.c's, run on the "cuda" backend table over this engine's context, stream,
+ * buffers and uploaded weights (ig_be_cuda_wrap); this file keeps the device state, the upload,
+ * the loop over layers, the logits and the policy path's device side.
  *
  * Weights are uploaded once at create as f16 (bf16 models stay bf16), converted on the device;
  * norms and biases stay f32. Block-quantized matrices (q4g64, q8g64, GGUF's Q4_0/Q4_1/Q8_0 kept
@@ -96,11 +99,22 @@ int ig_cu_prefill_on_device(const ig_engine *e, int s) {
     (void)s;
     return 0;
 }
+ig_status ig_cu_kv_layer_begin(ig_engine *e, int layer, ig_error *err) {
+    (void)e;
+    (void)layer;
+    return no_cuda(err);
+}
+ig_status ig_cu_kv_layer_attention(ig_engine *e, int layer, ig_error *err) {
+    (void)e;
+    (void)layer;
+    return no_cuda(err);
+}
 
 #else
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_iface.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 typedef struct cu_weight {
@@ -121,6 +135,8 @@ struct ig_cu_engine {
     ig_dtype wt;             /* weights on the device: f16 (bf16 models: bf16) */
     ig_cuda_qscratch qs;     /* prefill scratch of the compressed matrices (none: qs.buf NULL) */
     cu_layer *layers;
+    ig_layer *views; /* [n_layer]: layers as ig_layer (device pointers), what the layer reads */
+    ig_be *be;       /* the "cuda" table over ctx, its stream and scratch: the layer's ops */
     cu_weight lm_head;
     float *final_w, *final_b;
     /* activations [max_batch_tokens][...] */
@@ -226,6 +242,8 @@ void ig_cu_free(ig_cu_engine *c) {
         ig_cuda_stream_sync(c->cs, &err);
         if (c->xs) ig_cuda_stream_sync(c->xs, &err);
     }
+    ig_be_free(c->be); /* first: it syncs the stream; ctx and scratch stay c's */
+    free(c->views);
     if (c->layers) {
         /* n_layer is not kept here: layers is calloc'd with one zeroed sentinel after the last */
         for (cu_layer *L = c->layers; L->wq.rows; L++) free_layer(L);
@@ -347,6 +365,27 @@ static ig_status create(ig_engine *e, ig_cu_engine *c, ig_error *err) {
         IG_TRY(upload_f32(&c->rope_cos, e->rope_cos, half, c, err));
         IG_TRY(upload_f32(&c->rope_sin, e->rope_sin, half, c, err));
     }
+    c->views = ig_calloc((size_t)cf->n_layer, sizeof *c->views, err);
+    if (!c->views) return IG_ERR_NOMEM;
+    for (int l = 0; l < cf->n_layer; l++) {
+        const cu_layer *D = &c->layers[l];
+        ig_layer *V = &c->views[l];
+        const cu_weight *dw[] = {&D->wq, &D->wk, &D->wv, &D->wo, &D->w_gate, &D->w_up, &D->w_down};
+        ig_weight *vw[] = {&V->wq, &V->wk, &V->wv, &V->wo, &V->w_gate, &V->w_up, &V->w_down};
+        for (size_t i = 0; i < 7; i++)
+            *vw[i] = (ig_weight){dw[i]->d, dw[i]->t, dw[i]->rows, dw[i]->cols};
+        V->attn_norm_w = D->attn_norm_w;
+        V->attn_norm_b = D->attn_norm_b;
+        V->ffn_norm_w = D->ffn_norm_w;
+        V->ffn_norm_b = D->ffn_norm_b;
+        V->bq = D->bq;
+        V->bk = D->bk;
+        V->bv = D->bv;
+        V->bo = D->bo;
+        V->b_up = D->b_up;
+        V->b_down = D->b_down;
+    }
+    IG_TRY(ig_be_cuda_wrap(c->ctx, &c->qs, c->xh, T * wide * ig_dtype_size(c->wt), &c->be, err));
     if (!o->policy) {
         size_t n = e->slot_floats * (size_t)o->max_seqs * (size_t)cf->n_layer;
         rc = alloc_f(&c->kc, n, err);
@@ -386,62 +425,6 @@ ig_status ig_cu_create(ig_engine *e, ig_error *err) {
 
 /* ---- the layer ----------------------------------------------------------------------------- */
 
-/* y[M][w.rows] = x[M][w.cols] W^T (+ b), x and y f32 on the device. */
-static ig_status linear(ig_cu_engine *c, const float *x, int64_t M, const cu_weight *w,
-                        const float *b, float *y, ig_error *err) {
-    if (M <= 0) return IG_OK;
-    if (ig_dtype_is_quant(w->t)) {
-        IG_TRY(ig_cuda_qlinear(c->ctx, c->cs, x, M, w->cols, w->d, w->t, w->rows, y,
-                               c->qs.buf ? &c->qs : NULL, err));
-        if (b) IG_TRY(ig_cuda_add_bias(y, b, M, w->rows, c->cs, err));
-        return IG_OK;
-    }
-    const void *xin = x;
-    if (c->wt != IG_DTYPE_F32) {
-        IG_TRY(ig_cuda_convert(x, IG_DTYPE_F32, c->xh, c->wt, M * w->cols, c->cs, err));
-        xin = c->xh;
-    }
-    IG_TRY(ig_cuda_gemm(c->ctx, c->cs, xin, c->wt, M, w->cols, w->d, c->wt, w->rows, y,
-                        IG_DTYPE_F32, 0.0f, err));
-    if (b) IG_TRY(ig_cuda_add_bias(y, b, M, w->rows, c->cs, err));
-    return IG_OK;
-}
-
-static ig_status norm(ig_engine *e, const float *x, const float *w, const float *b, int64_t rows,
-                      float *y, ig_error *err) {
-    if (e->cfg.arch == IG_ARCH_OPT)
-        return ig_cuda_layernorm(x, w, b, rows, e->cfg.d_model, e->cfg.norm_eps, y, e->cu->cs, err);
-    return ig_cuda_rmsnorm(x, w, rows, e->cfg.d_model, e->cfg.norm_eps, y, e->cu->cs, err);
-}
-
-/* Plain path: the new rows into the device cache, then causal attention per sequence. */
-static ig_status plain_attention(ig_engine *e, int l, ig_error *err) {
-    ig_cu_engine *c = e->cu;
-    const ig_model_config *cf = &e->cfg;
-    size_t hd = (size_t)cf->head_dim, kvd = (size_t)cf->n_kv_head * hd;
-    size_t qd = (size_t)cf->n_head * hd, ctx = (size_t)e->opts.max_ctx;
-    size_t layer_floats = e->slot_floats * (size_t)e->opts.max_seqs;
-    float scale = 1.0f / sqrtf((float)cf->head_dim);
-    for (int s = e->bs0; s < e->bs1; s++) {
-        const ig_seq_tokens *sq = &e->cur[s];
-        size_t r0 = (size_t)e->row0[s], p0 = (size_t)e->p0[s];
-        float *kc = c->kc + (size_t)l * layer_floats + (size_t)sq->slot * e->slot_floats;
-        float *vc = c->vc + (size_t)l * layer_floats + (size_t)sq->slot * e->slot_floats;
-        for (int g = 0; g < cf->n_kv_head; g++) {
-            IG_TRY(ig_cuda_copy_2d_async(kc + ((size_t)g * ctx + p0) * hd, hd * sizeof(float),
-                                         c->k + r0 * kvd + (size_t)g * hd, kvd * sizeof(float),
-                                         hd * sizeof(float), (size_t)sq->n_tokens, c->cs, err));
-            IG_TRY(ig_cuda_copy_2d_async(vc + ((size_t)g * ctx + p0) * hd, hd * sizeof(float),
-                                         c->v + r0 * kvd + (size_t)g * hd, kvd * sizeof(float),
-                                         hd * sizeof(float), (size_t)sq->n_tokens, c->cs, err));
-        }
-        IG_TRY(ig_cuda_attention_prefill(c->q + r0 * qd, sq->n_tokens, (int64_t)p0, kc, vc,
-                                         (int64_t)ctx, cf->n_head, cf->n_kv_head, cf->head_dim,
-                                         scale, c->att + r0 * qd, c->cs, err));
-    }
-    return IG_OK;
-}
-
 static int is_decode(const ig_engine *e, int s) {
     return e->cur[s].n_tokens == 1 && e->p0[s] > 0;
 }
@@ -456,7 +439,7 @@ int ig_cu_prefill_on_device(const ig_engine *e, int s) {
 /* Policy path: the policy's hooks run on the CPU (engine_kv.c) over host copies of the rows they
  * read; decode attention on the device or the CPU; prefill attention of a first chunk on the
  * device when the policy wants no column sums. */
-static ig_status policy_attention(ig_engine *e, int l, ig_error *err) {
+ig_status ig_cu_kv_layer_attention(ig_engine *e, int l, ig_error *err) {
     ig_cu_engine *c = e->cu;
     const ig_model_config *cf = &e->cfg;
     size_t hd = (size_t)cf->head_dim, kvd = (size_t)cf->n_kv_head * hd;
@@ -504,58 +487,17 @@ static ig_status policy_attention(ig_engine *e, int l, ig_error *err) {
     return ig_cuda_stream_sync(c->cs, err);
 }
 
-static ig_status layer_forward(ig_engine *e, int l, ig_error *err) {
+ig_status ig_cu_kv_layer_begin(ig_engine *e, int l, ig_error *err) {
     ig_cu_engine *c = e->cu;
-    const cu_layer *L = &c->layers[l];
-    const ig_model_config *cf = &e->cfg;
-    size_t d = (size_t)cf->d_model, f = (size_t)cf->d_ffn;
-    size_t qd = (size_t)cf->n_head * (size_t)cf->head_dim;
-    size_t kvd = (size_t)cf->n_kv_head * (size_t)cf->head_dim;
-    size_t r0 = (size_t)e->br0;
-    int64_t T = e->br1 - e->br0;
-    float *x = c->x + r0 * d, *h = c->h + r0 * d, *q = c->q + r0 * qd;
-    float *k = c->k + r0 * kvd, *v = c->v + r0 * kvd, *att = c->att + r0 * qd;
-    float *f1 = c->f1 + r0 * f, *f2 = c->f2 + r0 * f;
-    IG_TRY(norm(e, x, L->attn_norm_w, L->attn_norm_b, T, h, err));
-    if (e->kv) { /* the attention input for select_ahead and on_prefill */
-        IG_TRY(ig_cuda_copy_d2h_async(e->h + r0 * d, h, (size_t)T * d * sizeof(float), c->cs, err));
-        IG_TRY(ig_cuda_stream_sync(c->cs, err));
-        ig_kv_layer_begin(e, l);
-        if (c->sticky != IG_OK) {
-            *err = c->sticky_err;
-            return c->sticky;
-        }
+    size_t d = (size_t)e->cfg.d_model, r0 = (size_t)e->br0, T = (size_t)(e->br1 - e->br0);
+    IG_TRY(ig_cuda_copy_d2h_async(e->h + r0 * d, c->h + r0 * d, T * d * sizeof(float), c->cs, err));
+    IG_TRY(ig_cuda_stream_sync(c->cs, err));
+    ig_kv_layer_begin(e, l);
+    if (c->sticky != IG_OK) {
+        *err = c->sticky_err;
+        return c->sticky;
     }
-    IG_TRY(linear(c, h, T, &L->wq, L->bq, q, err));
-    IG_TRY(linear(c, h, T, &L->wk, L->bk, k, err));
-    IG_TRY(linear(c, h, T, &L->wv, L->bv, v, err));
-    if (cf->arch == IG_ARCH_LLAMA) {
-        IG_TRY(ig_cuda_rope(q, T, cf->n_head, cf->head_dim, cf->rot_dim, c->pos + r0, c->rope_cos,
-                            c->rope_sin, c->cs, err));
-        IG_TRY(ig_cuda_rope(k, T, cf->n_kv_head, cf->head_dim, cf->rot_dim, c->pos + r0,
-                            c->rope_cos, c->rope_sin, c->cs, err));
-    }
-    if (e->kv) {
-        double t_kv = ig_time_s();
-        IG_TRY(policy_attention(e, l, err));
-        e->stats.attention_s += ig_time_s() - t_kv;
-    } else {
-        IG_TRY(plain_attention(e, l, err));
-    }
-    IG_TRY(linear(c, att, T, &L->wo, L->bo, h, err));
-    IG_TRY(ig_cuda_add(x, h, T * (int64_t)d, c->cs, err));
-    IG_TRY(norm(e, x, L->ffn_norm_w, L->ffn_norm_b, T, h, err));
-    if (cf->arch == IG_ARCH_OPT) {
-        IG_TRY(linear(c, h, T, &L->w_up, L->b_up, f1, err));
-        IG_TRY(ig_cuda_relu(f1, T * (int64_t)f, c->cs, err));
-        IG_TRY(linear(c, f1, T, &L->w_down, L->b_down, h, err));
-    } else {
-        IG_TRY(linear(c, h, T, &L->w_gate, NULL, f1, err));
-        IG_TRY(linear(c, h, T, &L->w_up, L->b_up, f2, err));
-        IG_TRY(ig_cuda_silu_mul(f1, f2, T * (int64_t)f, f1, c->cs, err));
-        IG_TRY(linear(c, f1, T, &L->w_down, L->b_down, h, err));
-    }
-    return ig_cuda_add(x, h, T * (int64_t)d, c->cs, err);
+    return IG_OK;
 }
 
 ig_status ig_cu_forward(ig_engine *e, int gb, ig_error *err) {
@@ -564,9 +506,16 @@ ig_status ig_cu_forward(ig_engine *e, int gb, ig_error *err) {
     size_t d = (size_t)cf->d_model, T = (size_t)e->n_rows;
     int n_seqs = e->n_cur, n_gb = (n_seqs + gb - 1) / gb;
     c->sticky = IG_OK;
+    size_t layer_floats = e->slot_floats * (size_t)e->opts.max_seqs;
+    ig_layer_bufs bufs = {c->be, c->x,   c->h,        c->q,        c->k, c->v, c->att, c->f1,
+                          c->f2, c->pos, c->rope_cos, c->rope_sin, NULL, NULL, NULL,   0};
     IG_TRY(ig_cuda_copy_h2d_async(c->x, e->x, T * d * sizeof(float), c->cs, err));
     IG_TRY(ig_cuda_copy_h2d_async(c->pos, e->pos, T * sizeof(int32_t), c->cs, err));
-    for (int l = 0; l < cf->n_layer; l++)
+    for (int l = 0; l < cf->n_layer; l++) {
+        if (c->kc) {
+            bufs.kc = c->kc + (size_t)l * layer_floats;
+            bufs.vc = c->vc + (size_t)l * layer_floats;
+        }
         for (int b = 0; b < n_gb; b++) {
             int s0 = b * gb, s1 = s0 + gb < n_seqs ? s0 + gb : n_seqs;
             e->bs0 = s0;
@@ -574,10 +523,11 @@ ig_status ig_cu_forward(ig_engine *e, int gb, ig_error *err) {
             e->br0 = e->row0[s0];
             e->br1 = e->row0[s1 - 1] + e->cur[s1 - 1].n_tokens;
             if (e->kv) ig_kv_gpu_batch(e, b);
-            IG_TRY(layer_forward(e, l, err));
+            IG_TRY(ig_engine_layer_forward(e, l, &c->views[l], &bufs, err));
             e->stats.gpu_batches++;
         }
-    IG_TRY(norm(e, c->x, c->final_w, c->final_b, (int64_t)T, c->hidden, err));
+    }
+    IG_TRY(ig_engine_norm(e, c->be, c->x, c->final_w, c->final_b, (int64_t)T, c->hidden, err));
     return ig_cuda_stream_sync(c->cs, err);
 }
 
@@ -595,7 +545,8 @@ ig_status ig_cu_logits(ig_engine *e, const int64_t *rows, int64_t row0, int64_t 
                                               d * sizeof(float), c->cs, err));
             src = c->lrows;
         }
-        IG_TRY(linear(c, src, m, &c->lm_head, NULL, c->logits, err));
+        IG_TRY(ig_be_linear(c->be, src, m, c->lm_head.cols, c->lm_head.d, c->lm_head.t,
+                            c->lm_head.rows, NULL, c->logits, err));
         IG_TRY(ig_cuda_copy_d2h_async(out + (size_t)i0 * V, c->logits,
                                       (size_t)m * V * sizeof(float), c->cs, err));
         IG_TRY(ig_cuda_stream_sync(c->cs, err));

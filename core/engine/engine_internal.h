@@ -41,6 +41,28 @@ struct ig_engine {
     ig_be *be;        /* the CPU layer's backend table ("cpu"): layer_forward's ops */
 };
 
+/* What one layer runs on (core/engine/layer.c): a backend table and buffers of that backend, all
+ * [max_batch_tokens][...] as in struct ig_engine. kc, vc: the layer's dense KV cache without a
+ * policy (slot s at + s * slot_floats, [kv_head][max_ctx][head_dim]); attn_ws: the attention
+ * workspace (ig_be_attention_ws floats; NULL where the backend needs none). */
+typedef struct ig_layer_bufs {
+    ig_be *be;
+    float *x, *h, *q, *k, *v, *att, *f1, *f2;
+    const int32_t *pos;
+    const float *rope_cos, *rope_sin;
+    float *kc, *vc;
+    float *attn_ws;
+    size_t attn_ws_floats;
+} ig_layer_bufs;
+
+/* Layer l over the rows of the current GPU batch (e->bs0 .. bs1), weights L in memory b->be
+ * computes on, x updated in place. The one layer of both engines. */
+ig_status ig_engine_layer_forward(ig_engine *e, int l, const ig_layer *L, const ig_layer_bufs *b,
+                                  ig_error *err);
+/* The model's norm (LayerNorm on OPT, RMSNorm on Llama) over rows of d_model on be. */
+ig_status ig_engine_norm(const ig_engine *e, ig_be *be, const float *x, const float *w,
+                         const float *bias, int64_t rows, float *y, ig_error *err);
+
 ig_status ig_kv_run_create(ig_engine *e, ig_error *err);
 void ig_kv_run_free(ig_kv_run *r);
 void ig_kv_run_reset_slot(ig_engine *e, int slot);
@@ -78,6 +100,11 @@ ig_status ig_cu_create(ig_engine *e, ig_error *err);
 void ig_cu_layer_wq(const ig_cu_engine *c, int l, const void **w, ig_dtype *t, int64_t *rows,
                     int64_t *cols, const float **bias);
 void ig_cu_free(ig_cu_engine *c);
+/* The policy path's layer hooks on the CUDA engine (ig_engine_layer_forward calls them in place of
+ * ig_kv_layer_begin and ig_kv_layer_attention): the rows the host hooks read go down, the
+ * attention rows computed on the host go up; the first error of the device side is returned. */
+ig_status ig_cu_kv_layer_begin(ig_engine *e, int layer, ig_error *err);
+ig_status ig_cu_kv_layer_attention(ig_engine *e, int layer, ig_error *err);
 /* Runs the layers and the final norm of the call laid out in e (rows, sequences, GPU batches;
  * e->x holds the embeddings on the host). */
 ig_status ig_cu_forward(ig_engine *e, int gpu_batch_seqs, ig_error *err);

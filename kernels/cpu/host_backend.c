@@ -304,6 +304,29 @@ static ig_status host_topk(ig_be *be, const float *x, int64_t ldx, int rows, int
     return IG_OK;
 }
 
+static size_t host_attention_ws(ig_be *be, int64_t n_q, int64_t n_ctx, int n_head, int hd) {
+    if (K(be)->reference) return 0;
+    return ig_cpu_attention_ws_floats(n_q, n_ctx, n_head, hd, 0);
+}
+
+static ig_status host_attention(ig_be *be, const float *q, int64_t n_q, int64_t p0, const float *k,
+                                const float *v, int64_t stride_tokens, int n_head, int n_kv_head,
+                                int hd, float scale, float *ws, size_t ws_floats, float *out,
+                                ig_error *err) {
+    if (K(be)->reference) {
+        ig_ref_attention(q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd, scale, out);
+        return IG_OK;
+    }
+    size_t need = ig_cpu_attention_ws_floats(n_q, p0 + n_q, n_head, hd, 1);
+    if (!ws || ws_floats < need)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "attention: workspace of %zu floats, one thread needs %zu", ws_floats,
+                            need);
+    ig_cpu_attention(q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd, scale, ws, ws_floats,
+                     out);
+    return IG_OK;
+}
+
 static const ig_be_iface g_host_iface = {
     IG_BE_IFACE_VERSION,
     host_destroy,
@@ -326,6 +349,9 @@ static const ig_be_iface g_host_iface = {
     host_partial_scores_tab,
     host_mask_scores,
     host_relu,
+    host_copy2d,
+    host_attention_ws,
+    host_attention,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

@@ -4,18 +4,17 @@
 // kernels here): on the CUDA emulator the same table runs the emulated launchers.
 #include <stdlib.h>
 
-#include "kernels/cuda/cuda_kernels.h"
-
-extern "C" {
-#include "kernels/backend_iface.h"
-}
+#include "kernels/cuda/cuda_iface.h"
 
 namespace {
 
 struct cuda_ctx {
     ig_cuda_ctx *c;
+    int owns_ctx;
     void *scratch; // x rounded to f16/bf16 for narrow-weight GEMMs, grown once
     size_t scratch_bytes;
+    int owns_scratch;
+    ig_cuda_qscratch qs; // compressed matrices' prefill scratch (buf NULL: none; never owned)
 };
 
 cuda_ctx *C(ig_be *be) {
@@ -30,8 +29,8 @@ void cu_destroy(ig_be *be) {
     cuda_ctx *c = C(be);
     ig_error err;
     (void)ig_cuda_stream_sync(ig_cuda_ctx_stream(c->c), &err);
-    ig_cuda_free(c->scratch);
-    ig_cuda_ctx_destroy(c->c);
+    if (c->owns_scratch) ig_cuda_free(c->scratch);
+    if (c->owns_ctx) ig_cuda_ctx_destroy(c->c);
     free(c);
     free(be);
 }
@@ -73,7 +72,7 @@ ig_status cu_linear(ig_be *be, const float *x, int64_t M, int64_t K, const void 
                     int64_t N, const float *bias, float *y, ig_error *err) {
     cuda_ctx *c = C(be);
     if (ig_dtype_is_quant(wt)) {
-        IG_TRY(ig_cuda_qlinear(c->c, S(be), x, M, K, W, wt, N, y, NULL, err));
+        IG_TRY(ig_cuda_qlinear(c->c, S(be), x, M, K, W, wt, N, y, c->qs.buf ? &c->qs : NULL, err));
     } else if (wt == IG_DTYPE_F32) {
         IG_TRY(
             ig_cuda_gemm(c->c, S(be), x, IG_DTYPE_F32, M, K, W, wt, N, y, IG_DTYPE_F32, 0.0f, err));
@@ -81,9 +80,10 @@ ig_status cu_linear(ig_be *be, const float *x, int64_t M, int64_t K, const void 
         size_t need = (size_t)M * (size_t)K * 2;
         if (need > c->scratch_bytes) {
             IG_TRY(ig_cuda_stream_sync(S(be), err));
-            ig_cuda_free(c->scratch);
+            if (c->owns_scratch) ig_cuda_free(c->scratch);
             c->scratch = NULL;
             c->scratch_bytes = 0;
+            c->owns_scratch = 1;
             IG_TRY(ig_cuda_malloc(&c->scratch, need, err));
             c->scratch_bytes = need;
         }
@@ -165,6 +165,22 @@ ig_status cu_mask_scores(ig_be *be, float *x, int64_t ldx, int rows, int64_t x_s
                                tab, n_max, tables, S(be), err);
 }
 
+ig_status cu_copy2d(ig_be *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+                    size_t width, size_t rows, ig_error *err) {
+    return ig_cuda_copy_2d_async(dst, dpitch, src, spitch, width, rows, S(be), err);
+}
+
+size_t cu_attention_ws(ig_be *, int64_t, int64_t, int, int) {
+    return 0;
+}
+
+ig_status cu_attention(ig_be *be, const float *q, int64_t n_q, int64_t p0, const float *k,
+                       const float *v, int64_t stride_tokens, int n_head, int n_kv_head, int hd,
+                       float scale, float *, size_t, float *out, ig_error *err) {
+    return ig_cuda_attention_prefill(q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd, scale,
+                                     out, S(be), err);
+}
+
 const ig_be_iface g_cuda_iface = {
     IG_BE_IFACE_VERSION,
     cu_destroy,
@@ -187,6 +203,9 @@ const ig_be_iface g_cuda_iface = {
     cu_partial_scores_tab,
     cu_mask_scores,
     cu_relu,
+    cu_copy2d,
+    cu_attention_ws,
+    cu_attention,
 };
 
 } // namespace
@@ -210,6 +229,33 @@ extern "C" ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
         free(c);
         return rc;
     }
+    c->owns_ctx = 1;
+    be->iface = &g_cuda_iface;
+    be->ctx = c;
+    be->caps.name = "cuda";
+    be->caps.device_memory = 1;
+    be->caps.async = 1;
+    be->caps.reference = 0;
+    *out = be;
+    return IG_OK;
+}
+
+extern "C" ig_status ig_be_cuda_wrap(ig_cuda_ctx *ctx, const ig_cuda_qscratch *qs, void *x_scratch,
+                                     size_t x_scratch_bytes, ig_be **out, ig_error *err) {
+    *out = NULL;
+    IG_TRY(ig_be_iface_check(&g_cuda_iface, "cuda", err));
+    if (!ctx) return ig_error_set(err, IG_ERR_INVALID_ARG, "backend cuda: no context to wrap");
+    ig_be *be = static_cast<ig_be *>(calloc(1, sizeof *be));
+    cuda_ctx *c = static_cast<cuda_ctx *>(calloc(1, sizeof *c));
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return ig_error_set(err, IG_ERR_NOMEM, "backend cuda");
+    }
+    c->c = ctx;
+    if (qs) c->qs = *qs;
+    c->scratch = x_scratch;
+    c->scratch_bytes = x_scratch ? x_scratch_bytes : 0;
     be->iface = &g_cuda_iface;
     be->ctx = c;
     be->caps.name = "cuda";
