@@ -8,7 +8,7 @@
 #                      [-- extra bench-decode options]
 #
 # Defaults: 5 rounds, policies full and h2o, the default model (models/), batch 8, prompts of 128
-# random tokens, 64 generated. Build an older commit with, for example:
+# random tokens, 64 generated. The policy name `none` runs the engine without a policy. Build an older commit with, for example:
 #   git worktree add /tmp/old OLD && cmake -S /tmp/old -B /tmp/old/build -G Ninja \
 #     -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF && cmake --build /tmp/old/build --target igen
 set -euo pipefail
@@ -43,7 +43,9 @@ fi
 run() { # BIN POLICY [extra options] -> tokens/s
   local bin=$1 pol=$2 out
   shift 2
-  out=$("$bin" bench-decode --model "$model" --policy "$pol" --batch 8 --prompt-len 128 \
+  local popt=(--policy "$pol")
+  [ "$pol" = none ] && popt=() # the engine without a policy (dense f32 cache, the plain path)
+  out=$("$bin" bench-decode --model "$model" "${popt[@]}" --batch 8 --prompt-len 128 \
     --gen-len 64 --random "$@" 2>&1 | grep -oE '= [0-9.]+ tokens/s' | grep -oE '[0-9.]+' || true)
   [ -n "$out" ] || { echo "decode_ab.sh: $bin bench-decode --policy $pol printed no tokens/s" >&2; exit 1; }
   echo "$out"
