@@ -11,7 +11,7 @@
 
 #include "bench/bench_args.h"
 #include "core/engine/engine.h"
-#include "core/log.h"
+#include "core/base/log.h"
 #include "core/model/model.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/measure.h"

@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "bench/bench_args.h"
-#include "core/dtype.h"
-#include "core/log.h"
-#include "core/status.h"
+#include "core/base/dtype.h"
+#include "core/base/log.h"
+#include "core/base/status.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/measure.h"

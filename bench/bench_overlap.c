@@ -17,7 +17,7 @@
 
 #include "bench/bench_args.h"
 #include "core/engine/engine.h"
-#include "core/log.h"
+#include "core/base/log.h"
 #include "core/model/model.h"
 #include "offload/link.h"
 #include "offload/placement.h"

@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
-#include "core/status.h"
+#include "core/base/dtype.h"
+#include "core/base/status.h"
 
 #define IG_BE_IFACE_VERSION 1
 

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "offload/disk.h"
 #include "offload/link.h"
 

@@ -13,7 +13,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "core/log.h"
+#include "core/base/log.h"
 
 #define DISK_MAX_THREADS 16
 #define DISK_QUEUE       256

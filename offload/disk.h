@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 #define IG_DISK_ALIGN 4096
 

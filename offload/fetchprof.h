@@ -6,7 +6,7 @@
 #ifndef IG_FETCHPROF_H
 #define IG_FETCHPROF_H
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 #define IG_FETCH_PROFILE_MAX 64
 

@@ -13,7 +13,7 @@
 
 #include <hwloc.h>
 
-#include "core/log.h"
+#include "core/base/log.h"
 
 struct ig_hostmem {
     void *ptr;

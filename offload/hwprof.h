@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "offload/placement.h"
 
 #define IG_HWPROF_NAME_MAX 128

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
-#include "core/status.h"
+#include "core/base/dtype.h"
+#include "core/base/status.h"
 #include "offload/kv_format.h"
 
 /* Encoding and decoding rows (the format itself: offload/kv_format.h). */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/log.h"
+#include "core/base/log.h"
 
 static ig_status parse_num(const char *what, const char *s, size_t len, double lo, double hi,
                            double *out, ig_error *err) {

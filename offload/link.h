@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 typedef enum ig_link_dir {
     IG_LINK_H2D = 0, /* host -> device */

@@ -4,7 +4,7 @@
 #define IG_MODELSHAPE_H
 
 #include "core/model/model.h"
-#include "core/status.h"
+#include "core/base/status.h"
 #include "offload/plan.h"
 
 typedef struct ig_model_shape {

@@ -49,7 +49,7 @@ size_t ig_plan_row_bytes(ig_plan_dtype t, size_t n) {
     }
     case IG_PLAN_INT8:
         return n + 4 * ((n + 63) / 64);
-    case IG_PLAN_Q4_0: /* ggml's blocks, as core/dtype.h lays them out (a short tail padded) */
+    case IG_PLAN_Q4_0: /* ggml's blocks, as core/base/dtype.h lays them out (a short tail padded) */
         return IG_Q4_0_BYTES * ((n + IG_Q4_0_BLOCK - 1) / IG_Q4_0_BLOCK);
     case IG_PLAN_Q4_1:
         return IG_Q4_1_BYTES * ((n + IG_Q4_1_BLOCK - 1) / IG_Q4_1_BLOCK);

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "core/model/model.h"
-#include "core/status.h"
+#include "core/base/status.h"
 #include "offload/placement.h"
 
 /* Element formats of planned bytes. INT4 is FlexGen's group-wise 4-bit format: groups of 64

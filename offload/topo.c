@@ -19,7 +19,7 @@
 
 #include <hwloc.h>
 
-#include "core/log.h"
+#include "core/base/log.h"
 
 struct ig_topo {
     hwloc_topology_t hw;

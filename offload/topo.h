@@ -11,7 +11,7 @@
 
 #include <json-c/json.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "offload/placement.h"
 
 typedef struct ig_topo ig_topo;

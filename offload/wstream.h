@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 #include "core/model/model.h"
-#include "core/status.h"
+#include "core/base/status.h"
 #include "offload/disk.h"
 #include "offload/link.h"
 #include "offload/placement.h"

@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "core/log.h"
+#include "core/base/log.h"
 
 #define XFER_CAP 256
 

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 typedef struct ig_xfer ig_xfer;
 typedef void (*ig_xfer_fn)(void *arg);

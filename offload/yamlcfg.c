@@ -13,7 +13,7 @@
 
 #include <yaml.h>
 
-#include "core/io/yaml_guard.h"
+#include "core/model/io/yaml_guard.h"
 
 typedef struct ycx {
     yaml_document_t *doc;

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 typedef enum ig_ykind {
     IG_YK_STR = 0, /* char[size] */

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "core/base/log.h"
 #include "kernels/backend_iface.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "policies/infinigen_skew.h"

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "core/model/model_config.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 #define IG_SKEW_MAGIC   "IGSKEW\r\n" /* 8 bytes; the CR LF catches text-mode mangling */
 #define IG_SKEW_VERSION 1

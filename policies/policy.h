@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
+#include "core/base/dtype.h"
 #include "core/model/model_config.h"
-#include "core/status.h"
+#include "core/base/status.h"
 #include "kernels/backend_iface.h"
 #include "offload/kv_format.h"
 
@@ -61,7 +61,7 @@ int ig_params_is_set(const ig_policy_params *p, const char *name); /* given by t
 
 /* One layer's W_q as the engine hands it to a policy that computes queries ahead (InfiniGen's
  * speculation): [rows = n_head * head_dim][cols = d_model], row-major, in any weight storage type
- * (f32, f16, bf16, block-quantized: core/dtype.h), with its f32 bias (rows) or NULL. */
+ * (f32, f16, bf16, block-quantized: core/base/dtype.h), with its f32 bias (rows) or NULL. */
 typedef struct ig_policy_wq {
     const void *data;
     ig_dtype dtype;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dtype.h"
+#include "core/base/dtype.h"
 #include "kernels/backend_iface.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "tests/test_util.h"

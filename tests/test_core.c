@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dtype.h"
-#include "core/mapfile.h"
-#include "core/status.h"
+#include "core/base/dtype.h"
+#include "core/base/mapfile.h"
+#include "core/base/status.h"
 #include "tests/test_util.h"
 
 static void test_error_set_and_prefix(void) {

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dtype.h"
+#include "core/base/dtype.h"
 #include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
@@ -309,7 +309,7 @@ static void test_elementwise(void) {
     down(got, dy, nb);
     check_equal_bytes("add_bias", got, ref, nb);
 
-    /* f32 -> f16 -> f32 and f32 -> bf16, as core/dtype.h rounds */
+    /* f32 -> f16 -> f32 and f32 -> bf16, as core/base/dtype.h rounds */
     uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n), *hg = malloc(sizeof(uint16_t) * (size_t)n);
     void *dh = dev(sizeof(uint16_t) * (size_t)n);
     for (ig_dtype t = IG_DTYPE_F16; t <= IG_DTYPE_BF16; t++) {

@@ -1,13 +1,13 @@
-/* core/io/ggml_dequant: every supported ggml block format against gguf-py's dequantize (golden
- * values in tests/fixtures/io/quants.gguf, bit for bit), the parallel path against block-by-block
- * calls, and the type tables. */
+/* core/model/io/ggml_dequant: every supported ggml block format against gguf-py's dequantize
+ * (golden values in tests/fixtures/io/quants.gguf, bit for bit), the parallel path against
+ * block-by-block calls, and the type tables. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/io/gguf.h"
-#include "core/io/ggml_dequant.h"
+#include "core/model/io/gguf.h"
+#include "core/model/io/ggml_dequant.h"
 #include "tests/test_util.h"
 
 /* Counts elements whose bit patterns differ (NaN payloads included) and reports the first one. */

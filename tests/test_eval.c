@@ -1,8 +1,8 @@
-/* Task accuracy (core/eval, igen eval): prompts and targets as lm-evaluation-harness builds them
- * (hand-written expectations on tiny task files in tests/fixtures/eval/), few-shot determinism,
- * decode-step scoring checked against an independent full-prefill computation on the tiny models,
- * lm-eval's metric arithmetic, passkey generation, bad input, and an end-to-end run on the default
- * model when it is installed. */
+/* Task accuracy (core/app/eval, igen eval): prompts and targets as lm-evaluation-harness builds
+ * them (hand-written expectations on tiny task files in tests/fixtures/eval/), few-shot
+ * determinism, decode-step scoring checked against an independent full-prefill computation on the
+ * tiny models, lm-eval's metric arithmetic, passkey generation, bad input, and an end-to-end run on
+ * the default model when it is installed. */
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/engine/engine.h"
-#include "core/eval/eval.h"
+#include "core/app/eval/eval.h"
 #include "core/model/model.h"
 #include "policies/policy.h"
 #include "tests/test_util.h"

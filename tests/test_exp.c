@@ -1,6 +1,6 @@
-/* Experiment files (core/exp): sweep expansion, zip, --set overrides, defaults, labels and keys,
- * referenced files, and a corpus of malformed files under tests/fixtures/exp/bad/, each with the
- * error it must produce on its first line ("# expect: SUBSTRING"; "# set: K=V" lines pass
+/* Experiment files (core/app/exp): sweep expansion, zip, --set overrides, defaults, labels and
+ * keys, referenced files, and a corpus of malformed files under tests/fixtures/exp/bad/, each with
+ * the error it must produce on its first line ("# expect: SUBSTRING"; "# set: K=V" lines pass
  * overrides). */
 #include <dirent.h>
 #include <math.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/exp/exp.h"
-#include "core/exp/stats.h"
+#include "core/app/exp/exp.h"
+#include "core/app/exp/stats.h"
 #include "tests/test_util.h"
 
 static ig_exp *load(const char *fixture, const char *const *sets, int n_sets) {

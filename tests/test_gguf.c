@@ -1,5 +1,5 @@
-/* core/io/gguf: metadata of every value type from a gguf-py-written fixture, crafted bad files
- * (each truncation point, bad magic/version, lying lengths and offsets) that must fail with a
+/* core/model/io/gguf: metadata of every value type from a gguf-py-written fixture, crafted bad
+ * files (each truncation point, bad magic/version, lying lengths and offsets) that must fail with a
  * message naming the file and key or tensor, and facts about the real SmolLM2 file from gguf-py. */
 #include <inttypes.h>
 #include <math.h>
@@ -9,7 +9,7 @@
 
 #include <json-c/json.h>
 
-#include "core/io/gguf.h"
+#include "core/model/io/gguf.h"
 #include "tests/test_util.h"
 
 /* ---- a tiny GGUF writer for crafted files ---------------------------------------------------- */

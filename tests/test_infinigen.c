@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 
 #include "core/engine/engine.h"
-#include "core/io/safetensors.h"
+#include "core/model/io/safetensors.h"
 #include "core/model/model.h"
 #include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"

@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/exp/plot.h"
-#include "core/exp/results.h"
+#include "core/app/exp/plot.h"
+#include "core/app/exp/results.h"
 #include "tests/results_records.h"
 #include "tests/test_util.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/engine/engine.h"
-#include "core/io/safetensors.h"
+#include "core/model/io/safetensors.h"
 #include "core/model/model.h"
 #include "policies/policy.h"
 #include "tests/test_util.h"

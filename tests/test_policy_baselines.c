@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/engine/engine.h"
-#include "core/io/safetensors.h"
+#include "core/model/io/safetensors.h"
 #include "core/model/model.h"
 #include "offload/kv_home.h"
 #include "policies/baselines.h"

@@ -1,4 +1,4 @@
-/* Block-quantized weights on the CPU (kernels/cpu/qlinear.c, core/dtype.c): ig_cpu_linear on
+/* Block-quantized weights on the CPU (kernels/cpu/qlinear.c, core/base/dtype.c): ig_cpu_linear on
  * q4_0/q4_1/q8_0/q4g64/q8g64 against the reference path (ig_dequant_row_ref, then the f32 reference
  * linear in double) at every SIMD level this machine allows, the SIMD row dequantizer bit for bit
  * against the reference, the reference against gguf-py's exact dequantizer for the ggml formats,
@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dtype.h"
-#include "core/io/gguf.h"
+#include "core/base/dtype.h"
+#include "core/model/io/gguf.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
-#include "core/io/ggml_dequant.h"
+#include "core/model/io/ggml_dequant.h"
 #include "tests/kernel_util.h"
 #include "tests/test_util.h"
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "core/engine/engine.h"
-#include "core/log.h"
+#include "core/base/log.h"
 #include "core/model/model.h"
 #include "tests/test_util.h"
 

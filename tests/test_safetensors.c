@@ -1,12 +1,12 @@
-/* core/io/safetensors: single-file and sharded fixtures written by the safetensors package (values
- * follow formulas recomputed here), and crafted bad headers and indexes that must fail with a
- * message naming the file and the tensor. */
+/* core/model/io/safetensors: single-file and sharded fixtures written by the safetensors package
+ * (values follow formulas recomputed here), and crafted bad headers and indexes that must fail with
+ * a message naming the file and the tensor. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/io/safetensors.h"
-#include "core/mapfile.h"
+#include "core/model/io/safetensors.h"
+#include "core/base/mapfile.h"
 #include "tests/test_util.h"
 
 static const char *tmp_path(const char *name) {

@@ -1,6 +1,6 @@
-/* core/exp/slurm: shell quoting (exact forms, and a round trip through bash with spaces, quotes, $,
- * backticks, backslashes and newlines), #SBATCH escaping, the generated array and merge scripts
- * line by line (with no options, with every option, with paths and --set values that need
+/* core/app/exp/slurm: shell quoting (exact forms, and a round trip through bash with spaces,
+ * quotes, $, backticks, backslashes and newlines), #SBATCH escaping, the generated array and merge
+ * scripts line by line (with no options, with every option, with paths and --set values that need
  * quoting), the scripts run by bash with a fake igen that records its argv, bad input, and
  * submission through a fake sbatch first in PATH (the dependency on the array's id, sbatch failing,
  * sbatch missing). A real Slurm submission is in test_slurm_local.c. */
@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/exp/slurm.h"
+#include "core/app/exp/slurm.h"
 #include "tests/test_util.h"
 
 #define MAXL 64

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/exp/slurm.h"
+#include "core/app/exp/slurm.h"
 #include "tests/test_util.h"
 
 #define N_POINTS 4

@@ -12,7 +12,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/generate.h"
 #include "core/engine/ppl.h"
-#include "core/mapfile.h"
+#include "core/base/mapfile.h"
 #include "core/model/model.h"
 #include "tests/test_util.h"
 

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/io/gguf.h"
-#include "core/mapfile.h"
-#include "core/tokenizer/tokenizer.h"
+#include "core/model/io/gguf.h"
+#include "core/base/mapfile.h"
+#include "core/model/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 static uint64_t fnv1a64_ids(const int32_t *ids, size_t n) {

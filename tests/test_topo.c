@@ -15,7 +15,7 @@
 
 #include <hwloc.h>
 
-#include "core/log.h"
+#include "core/base/log.h"
 #include "offload/hostmem.h"
 #include "offload/topo.h"
 #include "tests/test_util.h"

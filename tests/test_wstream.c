@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "core/engine/engine.h"
-#include "core/log.h"
+#include "core/base/log.h"
 #include "core/model/model.h"
 #include "offload/disk.h"
 #include "offload/link.h"

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/io/gguf.h"
-#include "core/tokenizer/tokenizer.h"
+#include "core/model/io/gguf.h"
+#include "core/model/tokenizer/tokenizer.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) {

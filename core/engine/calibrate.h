@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "core/model/model.h"
-#include "core/status.h"
+#include "core/base/status.h"
 #include "policies/infinigen_skew.h"
 
 typedef void (*ig_skew_progress_fn)(void *user, int64_t tokens_done, int64_t tokens_total);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/engine/engine_internal.h"
-#include "core/log.h"
+#include "core/base/log.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "offload/disk.h"
 #include "offload/link.h"

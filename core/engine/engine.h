@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/model/model.h"
-#include "core/status.h"
+#include "core/base/status.h"
 #include "kernels/backend.h"
 #include "policies/policy.h"
 

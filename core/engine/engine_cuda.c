@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "core/engine/engine_internal.h"
-#include "core/log.h"
+#include "core/base/log.h"
 
 #ifndef IG_HAVE_CUDA
 

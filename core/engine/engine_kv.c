@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/engine/engine_internal.h"
-#include "core/log.h"
+#include "core/base/log.h"
 #include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "offload/link.h"

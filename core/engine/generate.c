@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "core/base/log.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 void ig_gen_result_free(ig_gen_result *r, int n) {

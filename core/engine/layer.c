@@ -7,7 +7,7 @@
 #include <math.h>
 
 #include "core/engine/engine_internal.h"
-#include "core/log.h"
+#include "core/base/log.h"
 
 /* Ops on a host-memory backend finish before they return: their time is the op's. On an
  * asynchronous one it would be the time to queue it, so nothing is counted. */

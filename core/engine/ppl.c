@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "core/base/log.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 #define LOGIT_ROWS 64 /* rows of logits computed at once (64 x vocab floats) */

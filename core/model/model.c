@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/mapfile.h"
+#include "core/base/log.h"
+#include "core/base/mapfile.h"
 #include "core/model/model_internal.h"
 
 #define IG_DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"

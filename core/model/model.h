@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
+#include "core/base/dtype.h"
 #include "core/model/model_config.h"
-#include "core/status.h"
-#include "core/tokenizer/tokenizer.h"
+#include "core/base/status.h"
+#include "core/model/tokenizer/tokenizer.h"
 
 /* A 2-D weight matrix [rows = out features][cols = in features], row-major, in `dtype`. */
 typedef struct ig_weight {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dtype.h"
+#include "core/base/dtype.h"
 #include "core/model/model_internal.h"
 
 /* splitmix64: a fast, well-mixed stream for filling large buffers */

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/mapfile.h"
+#include "core/base/log.h"
+#include "core/base/mapfile.h"
 #include "core/model/model_internal.h"
 
 typedef struct cfg_reader {

@@ -2,8 +2,8 @@
 #ifndef IG_MODEL_INTERNAL_H
 #define IG_MODEL_INTERNAL_H
 
-#include "core/io/gguf.h"
-#include "core/io/safetensors.h"
+#include "core/model/io/gguf.h"
+#include "core/model/io/safetensors.h"
 #include "core/model/model.h"
 
 struct ig_model {

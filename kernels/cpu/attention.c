@@ -10,7 +10,7 @@
 
 #include <cblas.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dtype.h"
-#include "core/status.h"
+#include "core/base/dtype.h"
+#include "core/base/status.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kvquant.h"

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
+#include "core/base/dtype.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define IG_X86           1

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
+#include "core/base/dtype.h"
 
 /* Threads used by the kernels (OpenMP regions) and by OpenBLAS (n <= 0: all cores). Until set:
  * omp_get_max_threads() (OMP_NUM_THREADS or all cores). OpenMP threads spin between regions by

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "kernels/cpu/kvquant.h"
 
 void ig_ref_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype, int64_t N,

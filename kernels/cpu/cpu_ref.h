@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
+#include "core/base/dtype.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 void ig_ref_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype, int64_t N,

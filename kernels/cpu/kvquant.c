@@ -12,8 +12,8 @@
 #include <immintrin.h>
 #endif
 
-#include "core/dtype.h"
-#include "core/status.h"
+#include "core/base/dtype.h"
+#include "core/base/status.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kvquant_simd.h"

@@ -12,8 +12,8 @@
 #include <immintrin.h>
 #endif
 
-#include "core/log.h"
-#include "core/status.h"
+#include "core/base/log.h"
+#include "core/base/status.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/measure.h"

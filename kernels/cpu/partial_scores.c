@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"

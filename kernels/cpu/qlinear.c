@@ -1,9 +1,9 @@
-/* Block-quantized weights (q4_0, q4_1, q8_0, q4g64, q8g64; layouts in core/dtype.h) on the CPU: a
- * SIMD row dequantizer, the row-parallel quantizer used at load, and the GEMV row kernels that
- * ig_cpu_linear runs for small M. Each block is decoded to f32 in registers, to exactly the values
- * ig_dequant_row_ref gives, and multiplied into f32 activations in the order linear.c's f32 GEMV
- * uses at the same SIMD level: the result is bitwise ig_cpu_linear on the dequantized f32 matrix
- * (tests/test_qlinear.c checks it). Activations are never quantized.
+/* Block-quantized weights (q4_0, q4_1, q8_0, q4g64, q8g64; layouts in core/base/dtype.h) on the
+ * CPU: a SIMD row dequantizer, the row-parallel quantizer used at load, and the GEMV row kernels
+ * that ig_cpu_linear runs for small M. Each block is decoded to f32 in registers, to exactly the
+ * values ig_dequant_row_ref gives, and multiplied into f32 activations in the order linear.c's f32
+ * GEMV uses at the same SIMD level: the result is bitwise ig_cpu_linear on the dequantized f32
+ * matrix (tests/test_qlinear.c checks it). Activations are never quantized.
  *
  * Why the decoded values are exact: d is an f16 (11 significant bits) and q an integer of at most
  * 8 bits, so d * q has at most 19 significant bits and lies well inside f32's range (f16
@@ -17,7 +17,7 @@
 #include <immintrin.h>
 #endif
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
 

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 static uint64_t splitmix64(uint64_t *x) {

@@ -8,7 +8,7 @@
 #include <immintrin.h>
 #endif
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
 

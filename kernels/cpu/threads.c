@@ -12,8 +12,8 @@
 #include <cpuid.h>
 #endif
 
-#include "core/log.h"
-#include "core/threads.h"
+#include "core/base/log.h"
+#include "core/base/threads.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
 

@@ -23,8 +23,8 @@
 extern "C" {
 #endif
 
-#include "core/dtype.h"
-#include "core/status.h"
+#include "core/base/dtype.h"
+#include "core/base/status.h"
 
 typedef struct CUstream_st *ig_cuda_stream_t; /* == cudaStream_t; NULL is the legacy stream */
 typedef struct CUevent_st *ig_cuda_event_t;   /* == cudaEvent_t */

@@ -20,8 +20,8 @@
 extern "C" {
 #endif
 
-#include "core/dtype.h"
-#include "core/status.h"
+#include "core/base/dtype.h"
+#include "core/base/status.h"
 #include "kernels/cuda/cuda_backend.h"
 
 /* ---- norms (rmsnorm.cu, layernorm.cu) ---------------------------------------------------------
@@ -185,8 +185,8 @@ ig_status ig_cuda_kvq_dequantize_rows(const uint8_t *in, int64_t n_rows, int hd,
                                       int group, float *out, ig_cuda_stream_t s, ig_error *err);
 
 /* ---- block-quantized weights (qlinear.cu) -----------------------------------------------------
- * W is [N][K] in one of core/dtype.h's block formats (q4_0, q4_1, q8_0, q4g64, q8g64), row n at
- * n * ig_dtype_row_bytes(wt, K) bytes, K a multiple of the block; it stays compressed on the
+ * W is [N][K] in one of core/base/dtype.h's block formats (q4_0, q4_1, q8_0, q4g64, q8g64), row n
+ * at n * ig_dtype_row_bytes(wt, K) bytes, K a multiple of the block; it stays compressed on the
  * device. W must be 4-byte aligned (2 for q4_0 and q8_0), as cudaMalloc'd memory is. */
 
 /* M up to this runs the GEMV kernel (decode); above it the prefill path when a scratch allows. */

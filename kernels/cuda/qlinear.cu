@@ -1,6 +1,6 @@
-/* y = x W^T with W block-quantized (core/dtype.h: q4_0, q4_1, q8_0, q4g64, q8g64) and kept in its
- * compressed form on the device. Decode (M <= IG_CUDA_QLINEAR_GEMV_MAX_M): a GEMV kernel that reads
- * each row's blocks once, dequantizes them in registers and dots them with all M rows of x.
+/* y = x W^T with W block-quantized (core/base/dtype.h: q4_0, q4_1, q8_0, q4g64, q8g64) and kept in
+ * its compressed form on the device. Decode (M <= IG_CUDA_QLINEAR_GEMV_MAX_M): a GEMV kernel that
+ * reads each row's blocks once, dequantizes them in registers and dots them with all M rows of x.
  * Prefill: chunks of W's rows dequantized into a caller-owned scratch (f16 or f32) and multiplied
  * by cuBLAS, so tensor cores do the work; without a scratch large enough the GEMV runs in passes of
  * M rows. Never widens all of W, never allocates. Also the dequantization of whole rows

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/log.h"
+#include "core/base/log.h"
 
 #ifndef IG_SOURCE_DIR
 #error "IG_SOURCE_DIR must name the source tree"

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/tokenizer/tokenizer.h"
+#include "core/model/tokenizer/tokenizer.h"
 
 /* The harnesses: each parses one input and returns 0 (libFuzzer's convention). A crash, a
  * sanitizer report, a leak or ig_fuzz_fail is a finding; a rejected input is not. */

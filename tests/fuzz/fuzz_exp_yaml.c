@@ -1,4 +1,4 @@
-/* Fuzz harness: experiment files with --set overrides (core/exp, ig_exp_load). The input is the
+/* Fuzz harness: experiment files with --set overrides (core/app/exp, ig_exp_load). The input is the
  * YAML file; each of its lines "# set: KEY=VALUE" (at most IG_FUZZ_MAX_SETS, a YAML comment to the
  * file itself) is also passed as a --set string, as the bad-experiment corpus (tests/fixtures/exp/
  * bad) writes them. Relative references resolve from tests/fixtures/exp/good (IGEN_HOME, see
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/exp/exp.h"
+#include "core/app/exp/exp.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define IG_FUZZ_MAX_SETS 4

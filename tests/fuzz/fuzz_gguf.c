@@ -1,10 +1,11 @@
-/* Fuzz harness: the GGUF reader (core/io/gguf). The input is a GGUF file; once it opens, every key
- * is read with the getters its type allows, every tensor's bytes are touched and small tensors are
- * dequantized to f32 and f16. The reader promises errors, never crashes, for any file. */
+/* Fuzz harness: the GGUF reader (core/model/io/gguf). The input is a GGUF file; once it opens,
+ * every key is read with the getters its type allows, every tensor's bytes are touched and small
+ * tensors are dequantized to f32 and f16. The reader promises errors, never crashes, for any file.
+ */
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/io/gguf.h"
+#include "core/model/io/gguf.h"
 #include "tests/fuzz/fuzz_common.h"
 
 /* Largest tensor (elements) dequantized per input: enough for every fixture's small tensors. */

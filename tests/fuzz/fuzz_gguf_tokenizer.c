@@ -1,8 +1,8 @@
-/* Fuzz harness: a tokenizer from GGUF metadata (core/tokenizer/tokenizer_gguf.c), as core/model
- * loads it: ig_gguf_open, then ig_tokenizer_load_gguf on the opened file. A tokenizer that loads
- * encodes and decodes as in the tokenizer.json harness (ig_fuzz_use_tokenizer). */
-#include "core/io/gguf.h"
-#include "core/tokenizer/tokenizer.h"
+/* Fuzz harness: a tokenizer from GGUF metadata (core/model/tokenizer/tokenizer_gguf.c), as
+ * core/model loads it: ig_gguf_open, then ig_tokenizer_load_gguf on the opened file. A tokenizer
+ * that loads encodes and decodes as in the tokenizer.json harness (ig_fuzz_use_tokenizer). */
+#include "core/model/io/gguf.h"
+#include "core/model/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int ig_fuzz_gguf_tokenizer(const uint8_t *data, size_t size) {

@@ -1,6 +1,6 @@
-/* Fuzz harness: the safetensors reader (core/io/safetensors). An input starting with '{' (after
- * blanks) is a model.safetensors.index.json, read beside the shards of the tests/fixtures/io and
- * tiny_opt_sharded checkpoints (linked into the scratch directory once); anything else is one
+/* Fuzz harness: the safetensors reader (core/model/io/safetensors). An input starting with '{'
+ * (after blanks) is a model.safetensors.index.json, read beside the shards of the tests/fixtures/io
+ * and tiny_opt_sharded checkpoints (linked into the scratch directory once); anything else is one
  * .safetensors file. Once it opens, every tensor is looked up by name, its size checked against
  * its dtype and shape, and its bytes touched. */
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/io/safetensors.h"
+#include "core/model/io/safetensors.h"
 #include "tests/fuzz/fuzz_common.h"
 
 static volatile unsigned char g_sink;

@@ -1,10 +1,10 @@
-/* Fuzz harness: Hugging Face tokenizer.json (core/tokenizer, ig_tokenizer_load_hf). The input is
- * the file, alone in its directory (no tokenizer_config.json beside it). A tokenizer that loads
+/* Fuzz harness: Hugging Face tokenizer.json (core/model/tokenizer, ig_tokenizer_load_hf). The input
+ * is the file, alone in its directory (no tokenizer_config.json beside it). A tokenizer that loads
  * encodes a fixed text and the input's first bytes, and decodes them (ig_fuzz_use_tokenizer). */
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "core/tokenizer/tokenizer.h"
+#include "core/model/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int ig_fuzz_tokenizer_json(const uint8_t *data, size_t size) {

@@ -1,0 +1,306 @@
+/* igen profile-hw: measures this machine as a hardware profile for the CPU backend (the device is
+ * the CPU: its f32 linear kernel at prefill- and decode-like shapes, memory read and copy
+ * bandwidth, a temp file's disk bandwidth) and writes YAML that configs/hardware profiles share.
+ * Leaves no file behind but the profile. */
+#include <errno.h>
+#include <fcntl.h>
+#include <hwloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/app/cli/cli.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/measure.h"
+#include "offload/hwprof.h"
+
+static void help(void) {
+    printf(
+        "usage: igen profile-hw [--out FILE] [--disk-dir DIR] [--quick] [--threads N]\n\n"
+        "Measures this machine for the CPU backend and writes a hardware profile (YAML, the\n"
+        "schema of configs/hardware/, docs/planner.md): the device is the CPU (GFLOPS at\n"
+        "a prefill shape 512x2048x2048 and a decode shape 8x4096x4096, 64 MiB of weights\n"
+        "beyond the caches, through igen's own f32 linear kernel; memory read bandwidth),\n"
+        "the device<->host link is a memcpy (half the copy bandwidth each way), the disk is a\n"
+        "temporary file in DIR (O_DIRECT when the filesystem allows it; removed), capacities\n"
+        "come from hwloc and statvfs. About 10-30 s; --quick takes a second (smaller, noisier).\n\n"
+        "  --out FILE        write the profile here (default: print the YAML on stdout)\n"
+        "  --disk-dir DIR    directory for the disk measurement (default: $TMPDIR or /tmp)\n"
+        "  --quick           small buffers and one repetition (tests)\n"
+        "  --name NAME       profile name (default: cpu-<hostname>)\n"
+        "  --threads N       compute threads (default: all cores)\n"
+        "  -h, --help        this help\n");
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Writes then reads `bytes` through one unlinked temp file in dir. */
+static int measure_disk(const char *dir, size_t bytes, double *rd, double *wr, int *direct,
+                        char *why, size_t nwhy) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/igen-profile-hw-%d.tmp", dir, (int)getpid());
+    *direct = 1;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT, 0600);
+    if (fd < 0 && errno == EINVAL) {
+        *direct = 0;
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    }
+    if (fd < 0) {
+        snprintf(why, nwhy, "%s: cannot create a temporary file: %s", dir, strerror(errno));
+        return -1;
+    }
+    unlink(path); /* nothing is left behind, whatever happens next */
+    const size_t chunk = 1 << 20;
+    void *buf = NULL;
+    if (posix_memalign(&buf, 4096, chunk)) {
+        close(fd);
+        snprintf(why, nwhy, "out of memory");
+        return -1;
+    }
+    memset(buf, 0x5a, chunk);
+    int rc = 0;
+    double t0 = now_s();
+    for (size_t off = 0; off < bytes && rc == 0; off += chunk)
+        if (write(fd, buf, chunk) != (ssize_t)chunk) rc = -1;
+    if (rc == 0 && fdatasync(fd) != 0) rc = -1;
+    double t1 = now_s();
+    if (rc) {
+        snprintf(why, nwhy, "%s: writing the temporary file failed: %s", dir, strerror(errno));
+        free(buf);
+        close(fd);
+        return -1;
+    }
+    if (!*direct) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (lseek(fd, 0, SEEK_SET) != 0) rc = -1;
+    double t2 = now_s();
+    for (size_t off = 0; off < bytes && rc == 0; off += chunk)
+        if (read(fd, buf, chunk) != (ssize_t)chunk) rc = -1;
+    double t3 = now_s();
+    free(buf);
+    close(fd);
+    if (rc) {
+        snprintf(why, nwhy, "%s: reading the temporary file back failed: %s", dir, strerror(errno));
+        return -1;
+    }
+    *wr = (double)bytes / (t1 - t0) / 1e9;
+    *rd = (double)bytes / (t3 - t2) / 1e9;
+    return 0;
+}
+
+/* NUMA nodes (OS index, bytes) from hwloc; falls back to sysconf for one node. */
+static int numa_nodes(ig_hwprof *p) {
+    hwloc_topology_t topo;
+    int n = 0;
+    if (hwloc_topology_init(&topo) == 0) {
+        if (hwloc_topology_load(topo) == 0) {
+            int cnt = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+            for (int i = 0; i < cnt && n < IG_MAX_NUMA; i++) {
+                hwloc_obj_t o = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, (unsigned)i);
+                if (!o || !o->attr || !o->attr->numanode.local_memory) continue;
+                p->host.numa[n].os_index = (int)o->os_index;
+                p->host.numa[n].memory_gib = (double)o->attr->numanode.local_memory / 1073741824.0;
+                n++;
+            }
+        }
+        hwloc_topology_destroy(topo);
+    }
+    if (n == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        p->host.numa[0].os_index = 0;
+        p->host.numa[0].memory_gib = (double)pages * (double)psz / 1073741824.0;
+        n = 1;
+    }
+    p->host.n_numa = n;
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += p->host.numa[i].memory_gib;
+    p->host.memory_gib = sum;
+    return n;
+}
+
+int ig_cmd_profile_hw(int argc, char **argv) {
+    enum { O_OUT = IG_OPT_FIRST_FREE, O_DIR, O_QUICK, O_NAME, O_THREADS };
+    static const struct option longopts[] = {
+        {"out", required_argument, NULL, O_OUT},
+        {"disk-dir", required_argument, NULL, O_DIR},
+        {"quick", no_argument, NULL, O_QUICK},
+        {"name", required_argument, NULL, O_NAME},
+        {"threads", required_argument, NULL, O_THREADS},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *out = NULL, *dir = NULL, *name = NULL;
+    int quick = 0, opt;
+    long v;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'h':
+            help();
+            return 0;
+        case O_OUT:
+            out = optarg;
+            break;
+        case O_DIR:
+            dir = optarg;
+            break;
+        case O_QUICK:
+            quick = 1;
+            break;
+        case O_NAME:
+            name = optarg;
+            break;
+        case O_THREADS:
+            if (ig_cli_parse_int("profile-hw", "--threads", optarg, 1, 1024, &v))
+                return IG_EXIT_ERROR;
+            ig_cpu_set_threads((int)v);
+            break;
+        default:
+            fprintf(stderr, "igen profile-hw: see 'igen profile-hw --help'\n");
+            return IG_EXIT_ERROR;
+        }
+    }
+    if (ig_cli_no_operands("profile-hw", argc, argv)) return IG_EXIT_ERROR;
+    if (!dir) {
+        const char *t = getenv("TMPDIR");
+        dir = t && *t ? t : "/tmp";
+    }
+    ig_hwprof *p = calloc(1, sizeof *p);
+    if (!p) return IG_EXIT_ERROR;
+    p->device.numa_node = -1;
+    char host[256] = "machine";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    if (name)
+        snprintf(p->name, sizeof p->name, "%s", name);
+    else
+        snprintf(p->name, sizeof p->name, "cpu-%.100s", host);
+
+    /* disk first: it fails fast on a bad directory, before the long measurements */
+    size_t disk_bytes = quick ? (size_t)16 << 20 : (size_t)256 << 20;
+    double drd = 0, dwr = 0;
+    int direct = 0;
+    char why[4400];
+    if (measure_disk(dir, disk_bytes, &drd, &dwr, &direct, why, sizeof why)) {
+        fprintf(stderr, "igen profile-hw: %s\n", why);
+        free(p);
+        return IG_EXIT_ERROR;
+    }
+    struct statvfs sv;
+    double disk_free_gib = 0;
+    if (statvfs(dir, &sv) == 0)
+        disk_free_gib = (double)sv.f_bavail * (double)sv.f_frsize / 1073741824.0;
+
+    size_t bw_bytes = quick ? (size_t)32 << 20 : (size_t)512 << 20;
+    int reps = quick ? 2 : 5;
+    double rd_bw = ig_cpu_measure_bandwidth_gbps(bw_bytes, 0, reps);
+    double cp_bw = ig_cpu_measure_copy_bandwidth_gbps(bw_bytes, 0, reps);
+    int pm = quick ? 128 : 512, pn = quick ? 256 : 2048, dm = quick ? 4 : 8;
+    /* both through ig_cpu_linear, the kernel the engine runs (sgemm for large M; its own
+     * row-streaming path for decode's small M, faster there than sgemm) */
+    double g_pre = ig_cpu_measure_linear_gflops(pm, pn, pn, reps);
+    /* decode: a weight matrix well beyond the last-level cache (64 MiB in f32), as a decode step
+     * streams every layer's weights from memory */
+    int dn = quick ? pn : 4096;
+    double g_dec = ig_cpu_measure_linear_gflops(dm, dn, dn, quick ? 2 : 5);
+    if (!(rd_bw > 0 && cp_bw > 0 && g_pre > 0 && g_dec > 0)) {
+        fprintf(stderr, "igen profile-hw: a measurement failed (out of memory?)\n");
+        free(p);
+        return IG_EXIT_ERROR;
+    }
+    numa_nodes(p);
+    snprintf(p->device.name, sizeof p->device.name, "CPU (%d threads, %s)", ig_cpu_get_threads(),
+             ig_cpu_simd_name());
+    p->device.memory_gib = p->host.memory_gib;
+    p->device.gemm_tflops = g_pre / 1000;
+    p->device.gemm_tflops_decode = g_dec / 1000;
+    p->device.mem_bandwidth_gbps = rd_bw;
+    p->device.numa_node = p->host.numa[0].os_index;
+    p->host.cpu_gflops = g_pre;
+    p->host.mem_bandwidth_gbps = rd_bw;
+    p->link.h2d_gbps = cp_bw / 2;
+    p->link.d2h_gbps = cp_bw / 2;
+    p->has_disk = 1;
+    p->disk.read_gbps = drd;
+    p->disk.write_gbps = dwr;
+    p->disk.capacity_gib = disk_free_gib;
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M", localtime(&now));
+    snprintf(p->description, sizeof p->description,
+             "measured by igen profile-hw%s on %.100s, %s, %d threads", quick ? " --quick" : "",
+             host, date, ig_cpu_get_threads());
+    char comment[2048];
+    snprintf(comment, sizeof comment,
+             "Hardware profile of this machine for igen's CPU backend, written by igen "
+             "profile-hw%s.\n"
+             "device = the CPU: gemm_tflops is igen's f32 linear kernel at %dx%dx%d, "
+             "gemm_tflops_decode at "
+             "%dx%dx%d (sgemm for large M,\n"
+             "%d threads); mem_bandwidth_gbps is the read bandwidth over %zu MiB. The device and "
+             "the host\n"
+             "share the same RAM, so device.memory_gib is all of it: lower it to the region the "
+             "device may use.\n"
+             "link = a memcpy: half the copy bandwidth (%.2f GB/s read+written) each way.\n"
+             "disk = %zu MiB written (then fdatasync) and read back in %s, %s.",
+             quick ? " --quick" : "", pm, pn, pn, dm, dn, dn, ig_cpu_get_threads(), bw_bytes >> 20,
+             cp_bw, disk_bytes >> 20, dir,
+             direct ? "with O_DIRECT" : "without O_DIRECT (the page cache may flatter reads)");
+    ig_error err;
+    ig_error_clear(&err);
+    int rc = 0;
+    if (out) {
+        /* written beside OUT, read back and compared, then renamed into place: a profile that
+         * would not load back as written never appears under OUT */
+        static ig_hwprof check;
+        char part[4200];
+        snprintf(part, sizeof part, "%s.part-%d", out, (int)getpid());
+        ig_status st = ig_hwprof_save(p, part, comment, &err);
+        if (st == IG_OK) st = ig_hwprof_load(part, &check, &err);
+        if (st == IG_OK &&
+            (strcmp(check.name, p->name) || strcmp(check.device.name, p->device.name)))
+            st = ig_error_set(&err, IG_ERR_FORMAT,
+                              "%s: the profile's name or device name does not read back as "
+                              "given (not UTF-8?): '%s' became '%s'",
+                              out, p->name, check.name);
+        if (st == IG_OK && rename(part, out) != 0)
+            st = ig_error_set(&err, IG_ERR_IO, "%s: cannot rename %s into place: %s", out, part,
+                              strerror(errno));
+        if (st != IG_OK) {
+            remove(part);
+            ig_cli_error("profile-hw", &err);
+            rc = IG_EXIT_ERROR;
+        } else {
+            printf("profile    %s -> %s\n", p->name, out);
+            printf("device     %s: linear kernel %.1f GFLOPS (prefill shape), %.1f GFLOPS (decode "
+                   "shape)\n",
+                   p->device.name, g_pre, g_dec);
+            printf("memory     read %.2f GB/s, copy %.2f GB/s; %.1f GiB in %d NUMA node(s)\n",
+                   rd_bw, cp_bw, p->host.memory_gib, p->host.n_numa);
+            printf("disk       %s: read %.2f GB/s, write %.2f GB/s%s, %.0f GiB free\n", dir, drd,
+                   dwr, direct ? " (O_DIRECT)" : " (page cache)", disk_free_gib);
+        }
+    } else {
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s/igen-profile-hw-%d.yaml", dir, (int)getpid());
+        if (ig_hwprof_save(p, tmp, comment, &err) != IG_OK) {
+            ig_cli_error("profile-hw", &err);
+            rc = IG_EXIT_ERROR;
+        } else {
+            FILE *f = fopen(tmp, "rb");
+            char b[4096];
+            size_t n;
+            while (f && (n = fread(b, 1, sizeof b, f)) > 0) fwrite(b, 1, n, stdout);
+            if (f) fclose(f);
+            remove(tmp);
+        }
+    }
+    free(p);
+    return rc;
+}
