@@ -325,9 +325,22 @@ static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig
     }
     /* FlexGen's zig-zag: layers outside, GPU batches inside; the layer's weights stay resident
      * for all its GPU batches */
-    ig_layer_bufs bufs = {
-        e->be, e->x,   e->h,        e->q,        e->k, e->v, e->att,     e->f1,
-        e->f2, e->pos, e->rope_cos, e->rope_sin, NULL, NULL, e->attn_ws, e->attn_ws_floats};
+    ig_layer_bufs bufs = {.be = e->be,
+                          .x = e->x,
+                          .h = e->h,
+                          .q = e->q,
+                          .k = e->k,
+                          .v = e->v,
+                          .att = e->att,
+                          .f1 = e->f1,
+                          .f2 = e->f2,
+                          .pos = e->pos,
+                          .rope_cos = e->rope_cos,
+                          .rope_sin = e->rope_sin,
+                          .attn_ws = e->attn_ws,
+                          .attn_ws_floats = e->attn_ws_floats,
+                          .kv_begin = ig_kv_layer_begin_hook,
+                          .kv_attention = ig_kv_layer_attention_hook};
     for (int l = 0; l < c->n_layer; l++) {
         bufs.kc = e->k_cache[l];
         bufs.vc = e->v_cache[l];
@@ -386,17 +399,24 @@ static void cu_logits(ig_engine *e, const int64_t *rows, int64_t row0, int64_t n
     e->stats.logits_s += ig_time_s() - t0;
 }
 
+/* CPU: one GEMM of rows of the hidden states against the lm_head, on the engine's table (host
+ * memory: out is written in place). An argument error there is an engine bug. */
+static void logits(ig_engine *e, const float *x, int64_t n, float *out) {
+    ig_weight w = ig_model_lm_head(e->model);
+    ig_error err;
+    double t0 = ig_time_s();
+    if (ig_be_linear(e->be, x, n, w.cols, w.data, w.dtype, w.rows, NULL, out, &err) != IG_OK)
+        ig_assert_fail(err.msg, __FILE__, __LINE__);
+    e->stats.logits_s += ig_time_s() - t0;
+}
+
 void ig_engine_logits(ig_engine *e, int64_t row0, int64_t n, float *out) {
     IG_ASSERT(row0 >= 0 && n >= 0 && row0 + n <= e->n_rows);
     if (e->cu) {
         cu_logits(e, NULL, row0, n, out);
         return;
     }
-    ig_weight w = ig_model_lm_head(e->model);
-    double t0 = ig_time_s();
-    ig_cpu_linear(e->hidden + (size_t)row0 * (size_t)e->cfg.d_model, n, w.cols, w.data, w.dtype,
-                  w.rows, NULL, out);
-    e->stats.logits_s += ig_time_s() - t0;
+    logits(e, e->hidden + (size_t)row0 * (size_t)e->cfg.d_model, n, out);
 }
 
 void ig_engine_logits_rows(ig_engine *e, const int64_t *rows, int64_t n, float *out) {
@@ -412,10 +432,7 @@ void ig_engine_logits_rows(ig_engine *e, const int64_t *rows, int64_t n, float *
         IG_ASSERT(rows[i] >= 0 && rows[i] < e->n_rows);
         memcpy(e->h + (size_t)i * d, e->hidden + (size_t)rows[i] * d, d * sizeof(float));
     }
-    ig_weight w = ig_model_lm_head(e->model);
-    double t0 = ig_time_s();
-    ig_cpu_linear(e->h, n, w.cols, w.data, w.dtype, w.rows, NULL, out);
-    e->stats.logits_s += ig_time_s() - t0;
+    logits(e, e->h, n, out);
 }
 
 int64_t ig_engine_n_rows(const ig_engine *e) {

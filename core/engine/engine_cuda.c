@@ -507,8 +507,20 @@ ig_status ig_cu_forward(ig_engine *e, int gb, ig_error *err) {
     int n_seqs = e->n_cur, n_gb = (n_seqs + gb - 1) / gb;
     c->sticky = IG_OK;
     size_t layer_floats = e->slot_floats * (size_t)e->opts.max_seqs;
-    ig_layer_bufs bufs = {c->be, c->x,   c->h,        c->q,        c->k, c->v, c->att, c->f1,
-                          c->f2, c->pos, c->rope_cos, c->rope_sin, NULL, NULL, NULL,   0};
+    ig_layer_bufs bufs = {.be = c->be,
+                          .x = c->x,
+                          .h = c->h,
+                          .q = c->q,
+                          .k = c->k,
+                          .v = c->v,
+                          .att = c->att,
+                          .f1 = c->f1,
+                          .f2 = c->f2,
+                          .pos = c->pos,
+                          .rope_cos = c->rope_cos,
+                          .rope_sin = c->rope_sin,
+                          .kv_begin = ig_cu_kv_layer_begin,
+                          .kv_attention = ig_cu_kv_layer_attention};
     IG_TRY(ig_cuda_copy_h2d_async(c->x, e->x, T * d * sizeof(float), c->cs, err));
     IG_TRY(ig_cuda_copy_h2d_async(c->pos, e->pos, T * sizeof(int32_t), c->cs, err));
     for (int l = 0; l < cf->n_layer; l++) {

@@ -53,6 +53,11 @@ typedef struct ig_layer_bufs {
     float *kc, *vc;
     float *attn_ws;
     size_t attn_ws_floats;
+    /* with a policy, the engine's two steps of its policy path: after the attention norm (h holds
+     * the layer's attention input) and in place of the dense store + attention (q, k, v computed,
+     * RoPE applied); each returns the first error of the path */
+    ig_status (*kv_begin)(ig_engine *e, int layer, ig_error *err);
+    ig_status (*kv_attention)(ig_engine *e, int layer, ig_error *err);
 } ig_layer_bufs;
 
 /* Layer l over the rows of the current GPU batch (e->bs0 .. bs1), weights L in memory b->be
@@ -71,6 +76,9 @@ void ig_kv_run_reset_slot(ig_engine *e, int slot);
  */
 void ig_kv_layer_begin(ig_engine *e, int layer);
 void ig_kv_layer_attention(ig_engine *e, int layer);
+/* The two as ig_layer_bufs hooks (the CPU engine's: they cannot fail). */
+ig_status ig_kv_layer_begin_hook(ig_engine *e, int layer, ig_error *err);
+ig_status ig_kv_layer_attention_hook(ig_engine *e, int layer, ig_error *err);
 /* Call start: the call's sequences form GPU batches of gpu_batch_seqs (the last may be short). */
 void ig_kv_call_begin(ig_engine *e, int gpu_batch_seqs);
 /* Call end (also after a failed call): waits for the call's KV stores still on the transfer queue,
@@ -100,9 +108,10 @@ ig_status ig_cu_create(ig_engine *e, ig_error *err);
 void ig_cu_layer_wq(const ig_cu_engine *c, int l, const void **w, ig_dtype *t, int64_t *rows,
                     int64_t *cols, const float **bias);
 void ig_cu_free(ig_cu_engine *c);
-/* The policy path's layer hooks on the CUDA engine (ig_engine_layer_forward calls them in place of
- * ig_kv_layer_begin and ig_kv_layer_attention): the rows the host hooks read go down, the
- * attention rows computed on the host go up; the first error of the device side is returned. */
+/* The policy path's layer hooks on the CUDA engine (its ig_layer_bufs kv_begin and kv_attention):
+ * ig_kv_layer_begin and ig_kv_layer_attention with the rows the host hooks read copied down and
+ * the attention rows computed on the host copied up; the first error of the device side is
+ * returned. */
 ig_status ig_cu_kv_layer_begin(ig_engine *e, int layer, ig_error *err);
 ig_status ig_cu_kv_layer_attention(ig_engine *e, int layer, ig_error *err);
 /* Runs the layers and the final norm of the call laid out in e (rows, sequences, GPU batches;

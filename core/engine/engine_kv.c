@@ -1095,3 +1095,15 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
      * a dense policy reused the selection of two layers back, sized for that layer's capacity). */
     for (int i = r->i0; i < r->i1; i++) r->sel_ok[buf][r->dec_slots[i]] = 0;
 }
+
+ig_status ig_kv_layer_begin_hook(ig_engine *e, int layer, ig_error *err) {
+    (void)err;
+    ig_kv_layer_begin(e, layer);
+    return IG_OK;
+}
+
+ig_status ig_kv_layer_attention_hook(ig_engine *e, int layer, ig_error *err) {
+    (void)err;
+    ig_kv_layer_attention(e, layer);
+    return IG_OK;
+}
