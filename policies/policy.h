@@ -79,8 +79,9 @@ typedef struct ig_policy_env {
     int n_slots;       /* sequences alive at once */
     int max_ctx;       /* tokens per sequence at most */
     ig_dtype kv_dtype; /* the run's KV storage type (f32 or f16) for raw codecs */
-    /* The backend the run computes on (kernels/backend_iface.h): "cpu" on the CPU engine, "cuda"
-     * on the CUDA engine. A policy that computes (scores, top-k) does it through this table, on
+    /* The backend the run computes on (kernels/backend_iface.h): the engine's own table, "cpu" on
+     * the CPU engine, "cuda" on the CUDA engine (its stream: the policy's ops are ordered with the
+     * layer's). A policy that computes (scores, top-k) does it through this table, on
      * buffers it allocates from it, so the same policy code runs on either; its results come back
      * with ig_be_download. Owned by the core; valid from init to fini. NULL where a test drives a
      * policy's hooks without an engine: a policy that needs it refuses init then. */

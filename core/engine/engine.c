@@ -166,8 +166,9 @@ ig_backend_kind ig_engine_backend(const ig_engine *e) {
 
 void ig_engine_free(ig_engine *e) {
     if (!e) return;
-    ig_cu_free(e->cu); /* first: waits for gathers reading the KV home it then unregisters */
-    ig_kv_run_free(e->kv);
+    ig_cu_release_home(e->cu); /* first: waits for gathers reading the KV home, unregisters it */
+    ig_kv_run_free(e->kv);     /* the policy releases its buffers on the engine's table */
+    ig_cu_free(e->cu);
     if (e->k_cache)
         for (int l = 0; l < e->cfg.n_layer; l++) free(e->k_cache[l]);
     if (e->v_cache)

@@ -45,6 +45,13 @@ void ig_cu_layer_wq(const ig_cu_engine *c, int l, const void **w, ig_dtype *t, i
 void ig_cu_free(ig_cu_engine *c) {
     (void)c;
 }
+ig_be *ig_cu_backend(const ig_cu_engine *c) {
+    (void)c;
+    return NULL;
+}
+void ig_cu_release_home(ig_cu_engine *c) {
+    (void)c;
+}
 ig_status ig_cu_forward(ig_engine *e, int gpu_batch_seqs, ig_error *err) {
     (void)e;
     (void)gpu_batch_seqs;
@@ -233,6 +240,20 @@ static void free_layer(cu_layer *L) {
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) ig_cuda_free(v[i]);
     cu_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) ig_cuda_free(w[i]->d);
+}
+
+ig_be *ig_cu_backend(const ig_cu_engine *c) {
+    return c->be;
+}
+
+void ig_cu_release_home(ig_cu_engine *c) {
+    if (!c) return;
+    ig_error err;
+    if (c->cs) ig_cuda_stream_sync(c->cs, &err); /* gathers and decodes read the home */
+    if (c->xs) ig_cuda_stream_sync(c->xs, &err);
+    if (c->reg_k) ig_cuda_host_unregister(c->reg_k, &err);
+    if (c->reg_v) ig_cuda_host_unregister(c->reg_v, &err);
+    c->reg_k = c->reg_v = NULL;
 }
 
 void ig_cu_free(ig_cu_engine *c) {

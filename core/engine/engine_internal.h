@@ -38,7 +38,7 @@ struct ig_engine {
     ig_engine_stats stats;
     ig_kv_run *kv;    /* with a policy */
     ig_cu_engine *cu; /* the CUDA backend's state (engine_cuda.c), NULL on the CPU */
-    ig_be *be;        /* the CPU layer's backend table ("cpu"): layer_forward's ops */
+    ig_be *be;        /* the CPU engine's backend table ("cpu"): the layer's ops and the policy's */
 };
 
 /* What one layer runs on (core/engine/layer.c): a backend table and buffers of that backend, all
@@ -108,6 +108,12 @@ ig_status ig_cu_create(ig_engine *e, ig_error *err);
 void ig_cu_layer_wq(const ig_cu_engine *c, int l, const void **w, ig_dtype *t, int64_t *rows,
                     int64_t *cols, const float **bias);
 void ig_cu_free(ig_cu_engine *c);
+/* The CUDA engine's backend table (the layer's, and the policy's: ig_policy_env.be). */
+ig_be *ig_cu_backend(const ig_cu_engine *c);
+/* Waits for the device work reading the KV home and unregisters its rows: before the KV run frees
+ * the home (ig_engine_free: this, then ig_kv_run_free, then ig_cu_free, so that the policy's
+ * buffers are released on a table still alive). */
+void ig_cu_release_home(ig_cu_engine *c);
 /* The policy path's layer hooks on the CUDA engine (its ig_layer_bufs kv_begin and kv_attention):
  * ig_kv_layer_begin and ig_kv_layer_attention with the rows the host hooks read copied down and
  * the attention rows computed on the host copied up; the first error of the device side is

@@ -38,11 +38,11 @@ typedef struct store_job {
 
 struct ig_kv_run {
     ig_engine *e;
-    const ig_policy_ops *ops;  /* = &ops_res */
-    ig_policy_ops ops_res;     /* the policy's table resolved: no NULL lifetime hooks */
-    ig_be *be;                 /* the policy's backend (ig_policy_env.be), freed after fini */
-    ig_policy_wq *wq;          /* [L]: each layer's W_q for the policy (ig_policy_env.wq) */
-    ig_policy_wq *wq_dev;      /* [L]: the CUDA engine's device copies (ig_policy_env.wq_dev) */
+    const ig_policy_ops *ops; /* = &ops_res */
+    ig_policy_ops ops_res;    /* the policy's table resolved: no NULL lifetime hooks */
+    ig_be *be;            /* the engine's table, the policy's too (ig_policy_env.be); not owned */
+    ig_policy_wq *wq;     /* [L]: each layer's W_q for the policy (ig_policy_env.wq) */
+    ig_policy_wq *wq_dev; /* [L]: the CUDA engine's device copies (ig_policy_env.wq_dev) */
     const ig_link_model *link; /* on: gathers and decode stores of host slots are throttled */
     void *st;
     ig_policy_caps caps;
@@ -139,8 +139,9 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->d = c->d_model;
     r->max_new = o->max_batch_tokens;
     r->kv_dtype = o->kv_dtype;
-    /* the policy's backend: the engine's kind (its own context and stream on CUDA) */
-    IG_TRY(e->cu ? ig_be_cuda_create(0, &r->be, err) : ig_be_cpu_create(&r->be, err));
+    /* the policy's backend: the engine's own table (on CUDA its context and stream, so that the
+     * policy's ops are ordered with the layer's) */
+    r->be = e->cu ? ig_cu_backend(e->cu) : e->be;
     ig_policy_params *own_params = NULL;
     const ig_policy_params *params = o->policy_params;
     if (!params) {
@@ -336,7 +337,6 @@ void ig_kv_run_free(ig_kv_run *r) {
     free(r->st);
     free(r->wq);
     free(r->wq_dev);
-    ig_be_free(r->be); /* after fini: the policy's buffers are on it */
     ig_kv_home_free(r->home);
     for (int b = 0; b < 2; b++) {
         free(r->sel_e[b]);
