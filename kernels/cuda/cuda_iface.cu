@@ -208,28 +208,11 @@ const ig_be_iface g_cuda_iface = {
     cu_attention,
 };
 
-} // namespace
-
-extern "C" ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
-    *out = NULL;
-    IG_TRY(ig_be_iface_check(&g_cuda_iface, "cuda", err));
-    char why[256];
-    if (ig_cuda_probe(NULL, why, sizeof why) <= 0)
-        return ig_error_set(err, IG_ERR_DEVICE, "the CUDA backend has no GPU: %s", why);
+// A table over c (its fields set by the caller; ig_be_free frees c with it, the caller frees c
+// when this fails).
+ig_status new_table(cuda_ctx *c, ig_be **out, ig_error *err) {
     ig_be *be = static_cast<ig_be *>(calloc(1, sizeof *be));
-    cuda_ctx *c = static_cast<cuda_ctx *>(calloc(1, sizeof *c));
-    if (!be || !c) {
-        free(be);
-        free(c);
-        return ig_error_set(err, IG_ERR_NOMEM, "backend cuda");
-    }
-    ig_status rc = ig_cuda_ctx_create(device, &c->c, err);
-    if (rc != IG_OK) {
-        free(be);
-        free(c);
-        return rc;
-    }
-    c->owns_ctx = 1;
+    if (!be) return ig_error_set(err, IG_ERR_NOMEM, "backend cuda");
     be->iface = &g_cuda_iface;
     be->ctx = c;
     be->caps.name = "cuda";
@@ -240,28 +223,38 @@ extern "C" ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
     return IG_OK;
 }
 
+} // namespace
+
+extern "C" ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
+    *out = NULL;
+    IG_TRY(ig_be_iface_check(&g_cuda_iface, "cuda", err));
+    char why[256];
+    if (ig_cuda_probe(NULL, why, sizeof why) <= 0)
+        return ig_error_set(err, IG_ERR_DEVICE, "the CUDA backend has no GPU: %s", why);
+    cuda_ctx *c = static_cast<cuda_ctx *>(calloc(1, sizeof *c));
+    if (!c) return ig_error_set(err, IG_ERR_NOMEM, "backend cuda");
+    ig_status rc = ig_cuda_ctx_create(device, &c->c, err);
+    if (rc == IG_OK) {
+        c->owns_ctx = 1;
+        rc = new_table(c, out, err);
+        if (rc != IG_OK) ig_cuda_ctx_destroy(c->c);
+    }
+    if (rc != IG_OK) free(c);
+    return rc;
+}
+
 extern "C" ig_status ig_be_cuda_wrap(ig_cuda_ctx *ctx, const ig_cuda_qscratch *qs, void *x_scratch,
                                      size_t x_scratch_bytes, ig_be **out, ig_error *err) {
     *out = NULL;
     IG_TRY(ig_be_iface_check(&g_cuda_iface, "cuda", err));
     if (!ctx) return ig_error_set(err, IG_ERR_INVALID_ARG, "backend cuda: no context to wrap");
-    ig_be *be = static_cast<ig_be *>(calloc(1, sizeof *be));
     cuda_ctx *c = static_cast<cuda_ctx *>(calloc(1, sizeof *c));
-    if (!be || !c) {
-        free(be);
-        free(c);
-        return ig_error_set(err, IG_ERR_NOMEM, "backend cuda");
-    }
+    if (!c) return ig_error_set(err, IG_ERR_NOMEM, "backend cuda");
     c->c = ctx;
     if (qs) c->qs = *qs;
     c->scratch = x_scratch;
     c->scratch_bytes = x_scratch ? x_scratch_bytes : 0;
-    be->iface = &g_cuda_iface;
-    be->ctx = c;
-    be->caps.name = "cuda";
-    be->caps.device_memory = 1;
-    be->caps.async = 1;
-    be->caps.reference = 0;
-    *out = be;
-    return IG_OK;
+    ig_status rc = new_table(c, out, err);
+    if (rc != IG_OK) free(c);
+    return rc;
 }
