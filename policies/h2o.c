@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "core/base/threads.h"
 #include "policies/baselines.h"
 #include "policies/policy.h"
 
@@ -139,7 +139,7 @@ static void h2o_reset_slot(void *st, int slot) {
 static void prompt_colsum(h2o_state *s, const ig_prefill_view *v) {
     int n = v->n_new, H = s->H, G = s->G, hd = s->hd, group = s->group;
     size_t ctx = (size_t)s->max_ctx;
-    int nt = ig_cpu_get_threads();
+    int nt = ig_threads_get();
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int h = 0; h < H; h++) {
         int g = h / group;
