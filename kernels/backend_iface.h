@@ -30,7 +30,8 @@
 #include "core/base/dtype.h"
 #include "core/base/status.h"
 
-#define IG_BE_IFACE_VERSION 1
+/* 2: copy2d, attention_ws and attention added (a version-1 table lacks them and is refused). */
+#define IG_BE_IFACE_VERSION 2
 
 typedef struct ig_be ig_be;
 

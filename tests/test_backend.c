@@ -588,6 +588,13 @@ static void test_checks(void) {
     t.version = IG_BE_IFACE_VERSION + 1;
     CU_ASSERT_EQUAL(ig_be_iface_check(&t, "stub", &err), IG_ERR_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "interface version"));
+    t.version = 1; /* a table written before attention and copy2d joined */
+    CU_ASSERT_EQUAL(ig_be_iface_check(&t, "old", &err), IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "interface version 1"));
+    t = *g_cpu->iface;
+    t.attention = NULL;
+    CU_ASSERT_EQUAL(ig_be_iface_check(&t, "stub", &err), IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "backend stub: no attention op"));
 
     /* shared argument checks: refused before any table runs, on every backend */
     ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
