@@ -70,10 +70,13 @@ typedef struct ig_policy_wq {
 } ig_policy_wq;
 
 typedef struct ig_policy_env {
-    /* [cfg->n_layer]: each layer's W_q, in host memory, valid from init to fini. A policy that
-     * computes with it keeps what it needs as its own metadata (copied to its backend where that
-     * has device memory) and counts it in device_bytes: on a GPU those bytes stay resident,
-     * whatever the weight placement streams. NULL where a test drives hooks without a model. */
+    /* [cfg->n_layer]: each layer's W_q, in host memory, valid from init to fini. A policy reads it
+     * in place (on a device backend: wq_dev below) and does not count it in device_bytes: it is the
+     * model's own copy, counted with the weights. A copy of its own (e.g. the artifact's partial
+     * weights) it would count. Known gap: with weights streamed from host or disk (CPU engine), a
+     * GPU run would need layer i+1's W_q during layer i, before the stream loads it (resident, or
+     * partial weights); those bytes are in no measured count yet (docs/ARCHITECTURE.md, issue 18
+     * step 4). NULL where a test drives hooks without a model. */
     const ig_policy_wq *wq;
     const ig_model_config *cfg;
     int n_slots;       /* sequences alive at once */
