@@ -553,6 +553,7 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
         caps->dense = 1;
         return IG_OK;
     }
+    caps->reads_wq = 1; /* the partial query of layers dense and up */
     ig_status rc = IG_OK;
     const char *path = ig_params_str(p, "skew");
     if (path && !strcmp(path, "auto")) {

@@ -106,6 +106,9 @@ typedef struct ig_policy_caps {
     /* Layers 0 .. dense_layers-1 keep and attend every token by the policy's own rule; the budget
      * accounting reports the other layers (the policy's selected layers) beside all layers. */
     int dense_layers;
+    /* 1: the policy reads env->wq of its selected layers (speculation ahead of the layer). The
+     * engine warns when those weights are streamed from host or disk (policy.h, env->wq). */
+    int reads_wq;
 } ig_policy_caps;
 
 /* A read-only view of one (layer, slot, KV head) entry table. */

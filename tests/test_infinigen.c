@@ -780,13 +780,28 @@ static void test_wq_handed_in(void) {
             if (v == 2) wq[l].bias = bias;
         }
         memset(st, 0, ops->state_size);
+        memset(&caps, 0, sizeof caps);
         CU_ASSERT_EQUAL_FATAL(ops->init(st, &env, params, &caps, &err), IG_OK);
+        CU_ASSERT_EQUAL(caps.reads_wq, 1); /* the engine warns when these are streamed */
         dev[v] = ops->device_bytes(st);
         ops->fini(st);
     }
     CU_ASSERT(dev[0] > 0);
     CU_ASSERT_EQUAL(dev[1], dev[0]);
     CU_ASSERT_EQUAL(dev[2], dev[0]);
+    /* every layer dense: no speculation, no W_q read */
+    char all_dense[32];
+    snprintf(all_dense, sizeof all_dense, "dense_layers=%d", L);
+    const char *dsets[] = {all_dense};
+    ig_policy_params *dparams = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_policy_params_parse(ops, dsets, 1, &dparams, &err), IG_OK);
+    memset(st, 0, ops->state_size);
+    memset(&caps, 0, sizeof caps);
+    CU_ASSERT_EQUAL_FATAL(ops->init(st, &env, dparams, &caps, &err), IG_OK);
+    CU_ASSERT_EQUAL(caps.dense, 1);
+    CU_ASSERT_EQUAL(caps.reads_wq, 0);
+    ops->fini(st);
+    ig_policy_params_free(dparams);
     free(bias);
     free(st);
     ig_policy_params_free(params);

@@ -15,6 +15,7 @@
 #include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "offload/link.h"
+#include "offload/wstream.h"
 #include "offload/xfer.h"
 
 /* A prefetch: the selected rows of one layer for the call's decode slots, gathered on the transfer
@@ -185,6 +186,13 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         r->st = NULL;
         return rc;
     }
+    if (r->caps.reads_wq && o->weights &&
+        ig_wstream_host_bytes(o->weights) + ig_wstream_disk_bytes(o->weights) > 0)
+        IG_WARN("%s reads each selected layer's W_q one layer ahead, and weights are placed off "
+                "the device: a GPU run would need those W_q resident (or partial weights), and "
+                "those bytes are in neither the weight stream's traffic nor the policy's device "
+                "bytes",
+                ops->name);
     int64_t cap = 1;
     for (int l = 0; l < r->L; l++) {
         int64_t cl = ops->capacity(r->st, l, o->max_ctx);
