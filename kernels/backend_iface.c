@@ -16,23 +16,41 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
                             "backend %s: interface version %d (this build has %d)", name,
                             t->version, IG_BE_IFACE_VERSION);
     const int set[] = {
-        t->destroy != NULL,       t->alloc != NULL,     t->free != NULL,
-        t->upload != NULL,        t->download != NULL,  t->upload2d != NULL,
-        t->sync != NULL,          t->linear != NULL,    t->rmsnorm != NULL,
-        t->layernorm != NULL,     t->rope != NULL,      t->silu_mul != NULL,
-        t->add != NULL,           t->softmax != NULL,   t->partial_scores != NULL,
-        t->count_greater != NULL, t->topk != NULL,      t->partial_scores_tab != NULL,
-        t->mask_scores != NULL,   t->relu != NULL,      t->copy2d != NULL,
-        t->attention_ws != NULL,  t->attention != NULL,
+        t->destroy != NULL,
+        t->alloc != NULL,
+        t->free != NULL,
+        t->upload != NULL,
+        t->download != NULL,
+        t->upload2d != NULL,
+        t->sync != NULL,
+        t->linear != NULL,
+        t->rmsnorm != NULL,
+        t->layernorm != NULL,
+        t->rope != NULL,
+        t->silu_mul != NULL,
+        t->add != NULL,
+        t->softmax != NULL,
+        t->partial_scores != NULL,
+        t->count_greater != NULL,
+        t->topk != NULL,
+        t->partial_scores_tab != NULL,
+        t->mask_scores != NULL,
+        t->relu != NULL,
+        t->copy2d != NULL,
+        t->attention_ws != NULL,
+        t->attention != NULL,
+        t->gather_rows != NULL,
+        t->attention_rows != NULL,
     };
-    static const char *names[] = {"destroy",       "alloc",    "free",
-                                  "upload",        "download", "upload2d",
-                                  "sync",          "linear",   "rmsnorm",
-                                  "layernorm",     "rope",     "silu_mul",
-                                  "add",           "softmax",  "partial_scores",
-                                  "count_greater", "topk",     "partial_scores_tab",
-                                  "mask_scores",   "relu",     "copy2d",
-                                  "attention_ws",  "attention"};
+    static const char *names[] = {"destroy",       "alloc",     "free",
+                                  "upload",        "download",  "upload2d",
+                                  "sync",          "linear",    "rmsnorm",
+                                  "layernorm",     "rope",      "silu_mul",
+                                  "add",           "softmax",   "partial_scores",
+                                  "count_greater", "topk",      "partial_scores_tab",
+                                  "mask_scores",   "relu",      "copy2d",
+                                  "attention_ws",  "attention", "gather_rows",
+                                  "attention_rows"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -267,4 +285,39 @@ ig_status ig_be_attention(ig_be *be, const float *q, int64_t n_q, int64_t p0, co
     CHECK(q && k && v && out, "attention: NULL q, k, v or out");
     return be->iface->attention(be, q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd, scale,
                                 ws, ws_floats, out, err);
+}
+
+ig_status ig_be_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,
+                            int64_t src_table_stride, int64_t src_row_stride,
+                            const int32_t *src_table, size_t row_bytes, const int32_t *idx,
+                            int64_t idx_stride, const int32_t *n_sel, int tables, ig_error *err) {
+    CHECK(tables >= 0 && row_bytes > 0 && dst_table_stride >= 0 && src_table_stride >= 0 &&
+              src_row_stride >= 0 && idx_stride >= 0,
+          "gather_rows: tables=%d row_bytes=%zu strides dst %lld src %lld/%lld idx %lld", tables,
+          row_bytes, (long long)dst_table_stride, (long long)src_table_stride,
+          (long long)src_row_stride, (long long)idx_stride);
+    if (tables == 0) return IG_OK;
+    CHECK(dst && src && idx && n_sel, "gather_rows: NULL dst, src, idx or n_sel");
+    return be->iface->gather_rows(be, dst, dst_table_stride, src, src_table_stride, src_row_stride,
+                                  src_table, row_bytes, idx, idx_stride, n_sel, tables, err);
+}
+
+ig_status ig_be_attention_rows(ig_be *be, const ig_be_attn_rows *a, const float *q, float *out,
+                               ig_error *err) {
+    CHECK(a, "attention_rows: no arguments");
+    CHECK(a->batch >= 0 && a->n_head > 0 && a->n_kv_head > 0 && a->n_head % a->n_kv_head == 0 &&
+              a->hd > 0 && a->n_extra >= 0,
+          "attention_rows: batch=%d n_head=%d n_kv_head=%d hd=%d n_extra=%d", a->batch, a->n_head,
+          a->n_kv_head, a->hd, a->n_extra);
+    CHECK(a->kv_dtype == IG_DTYPE_F32 || a->kv_dtype == IG_DTYPE_F16,
+          "attention_rows: rows of type %s (f32 or f16)", ig_dtype_name(a->kv_dtype));
+    CHECK(a->row_stride >= a->hd && a->table_stride >= 0 && a->idx_stride >= 0,
+          "attention_rows: row_stride=%lld (hd %d) table_stride=%lld idx_stride=%lld",
+          (long long)a->row_stride, a->hd, (long long)a->table_stride, (long long)a->idx_stride);
+    CHECK(!a->probs || a->probs_stride > 0, "attention_rows: probs_stride=%lld",
+          (long long)a->probs_stride);
+    if (a->batch == 0) return IG_OK;
+    CHECK(a->k && a->v && a->n_sel && q && out, "attention_rows: NULL k, v, n_sel, q or out");
+    CHECK(a->n_extra == 0 || (a->k_extra && a->v_extra), "attention_rows: NULL extra rows");
+    return be->iface->attention_rows(be, a, q, out, err);
 }

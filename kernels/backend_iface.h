@@ -19,8 +19,8 @@
  *
  * The table holds the ops of a layer (norms, RoPE, element-wise, linear, causal attention over a
  * KV cache, strided copies between buffers) and the selection ops a policy's speculation needs
- * (partial scores, threshold counts, top-k). Attention over selected rows, row gathers and the KV
- * codec follow (ARCHITECTURE.md). */
+ * (partial scores, threshold counts, top-k), and the policy path's gathers of selected rows and
+ * attention over them. The KV codec, host registration and events follow (ARCHITECTURE.md). */
 #ifndef IG_BACKEND_IFACE_H
 #define IG_BACKEND_IFACE_H
 
@@ -30,10 +30,35 @@
 #include "core/base/dtype.h"
 #include "core/base/status.h"
 
-/* 2: copy2d, attention_ws and attention added (a version-1 table lacks them and is refused). */
+/* 2: copy2d, attention_ws, attention, gather_rows and attention_rows added (a version-1 table
+ * lacks them and is refused). */
 #define IG_BE_IFACE_VERSION 2
 
 typedef struct ig_be ig_be;
+
+/* Decode attention over selected rows (ig_be_attention_rows): one query token per sequence, for
+ * `batch` sequences. Table t = b * n_kv_head + g holds rows of hd elements of kv_dtype (f32 or
+ * f16) at k + t * table_stride + r * row_stride (elements), likewise v; its selection is n_sel[t]
+ * rows, row j = idx ? idx[t * idx_stride + j] : j; then n_extra f32 rows at
+ * k_extra[((b * n_extra + e) * n_kv_head + g) * hd] (the new tokens; NULL when n_extra = 0).
+ * Every table must have a row (n_sel[t] + n_extra >= 1). Query head h of sequence b uses KV head
+ * h / (n_head / n_kv_head). probs (optional): [batch][n_head][probs_stride], the selection's
+ * probabilities then the extra rows', the rest of the row 0 (probs_stride >= the rows). Every
+ * pointer is a buffer of the backend. */
+typedef struct ig_be_attn_rows {
+    int batch, n_head, n_kv_head, hd;
+    float scale;
+    ig_dtype kv_dtype;
+    const void *k, *v;
+    int64_t table_stride, row_stride;
+    const int32_t *idx;
+    int64_t idx_stride;
+    const int32_t *n_sel;
+    const float *k_extra, *v_extra;
+    int n_extra;
+    float *probs;
+    int64_t probs_stride;
+} ig_be_attn_rows;
 
 /* What a backend is and can do. */
 typedef struct ig_be_caps {
@@ -97,6 +122,13 @@ typedef struct ig_be_iface {
     ig_status (*attention)(ig_be *be, const float *q, int64_t n_q, int64_t p0, const float *k,
                            const float *v, int64_t stride_tokens, int n_head, int n_kv_head, int hd,
                            float scale, float *ws, size_t ws_floats, float *out, ig_error *err);
+    /* the policy path: selected rows moved and attended */
+    ig_status (*gather_rows)(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,
+                             int64_t src_table_stride, int64_t src_row_stride,
+                             const int32_t *src_table, size_t row_bytes, const int32_t *idx,
+                             int64_t idx_stride, const int32_t *n_sel, int tables, ig_error *err);
+    ig_status (*attention_rows)(ig_be *be, const ig_be_attn_rows *a, const float *q, float *out,
+                                ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -160,6 +192,22 @@ size_t ig_be_attention_ws(ig_be *be, int64_t n_q, int64_t n_ctx, int n_head, int
 ig_status ig_be_attention(ig_be *be, const float *q, int64_t n_q, int64_t p0, const float *k,
                           const float *v, int64_t stride_tokens, int n_head, int n_kv_head, int hd,
                           float scale, float *ws, size_t ws_floats, float *out, ig_error *err);
+/* Copies selected rows between buffers of the backend: table t (0 <= t < tables) reads source
+ * table st = src_table ? src_table[t] : t at src + st * src_table_stride, row i of it at
+ * + i * src_row_stride, and its n_sel[t] rows idx[t * idx_stride + j] go to dst +
+ * t * dst_table_stride + j * row_bytes (packed). Strides in bytes; any row format (f32, f16, the
+ * KV codec's rows). On the cuda table src may also be mapped pinned host memory (a KV home),
+ * read over the bus (ig_cuda_gather_rows). */
+ig_status ig_be_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,
+                            int64_t src_table_stride, int64_t src_row_stride,
+                            const int32_t *src_table, size_t row_bytes, const int32_t *idx,
+                            int64_t idx_stride, const int32_t *n_sel, int tables, ig_error *err);
+/* Decode attention over selected rows (ig_be_attn_rows above): ig_cpu_attention_gather per
+ * sequence on the cpu table, its double-precision reference on cpu-ref, ig_cuda_attention_rows on
+ * cuda. q, out: [batch][n_head][hd]. The host tables refuse a table without rows or a probs row
+ * too short; the cuda table cannot read n_sel before it runs and writes 0 there. */
+ig_status ig_be_attention_rows(ig_be *be, const ig_be_attn_rows *a, const float *q, float *out,
+                               ig_error *err);
 /* rows x n in place, ig_cpu_softmax per row. */
 ig_status ig_be_softmax(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err);
 /* ig_cpu_partial_scores over `tables` tables (strides in elements; the layout of

@@ -136,6 +136,54 @@ static void test_copy2d(void) {
     }
 }
 
+/* gather_rows moves the selected rows of each table (from a mapped source table, through an index
+ * list) into packed rows, and nothing else; negative indices are refused on the host tables. */
+static void test_gather_rows(void) {
+    enum { NSRC = 5, ROWS = 10, SRS = 16, RB = 12, T = 4, IS = 6 };
+    unsigned char src[NSRC * ROWS * SRS], want[T * IS * RB], got[T * IS * RB];
+    for (size_t i = 0; i < sizeof src; i++) src[i] = (unsigned char)(i * 13 + 7);
+    const int32_t st[T] = {3, 0, 4, 1}, n_sel[T] = {2, 0, 5, 3};
+    const int32_t idx[T * IS] = {9, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 4, 8, 0, 2, 6, 0, 7, 7, 3, 0, 0, 0};
+    for (size_t i = 0; i < sizeof want; i++) want[i] = (unsigned char)(0xA5 ^ i);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < n_sel[t]; j++)
+            memcpy(want + ((size_t)t * IS + (size_t)j) * RB,
+                   src + ((size_t)st[t] * ROWS + (size_t)idx[t * IS + j]) * SRS, RB);
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        unsigned char init[sizeof got];
+        for (size_t i = 0; i < sizeof init; i++) init[i] = (unsigned char)(0xA5 ^ i);
+        void *ds = up(be, src, sizeof src), *dd = up(be, init, sizeof init);
+        int32_t *dst_t = up(be, st, sizeof st), *dn = up(be, n_sel, sizeof n_sel);
+        int32_t *di = up(be, idx, sizeof idx);
+        CU_ASSERT_EQUAL(
+            ig_be_gather_rows(be, dd, IS * RB, ds, ROWS * SRS, SRS, dst_t, RB, di, IS, dn, T, &err),
+            IG_OK);
+        down(be, got, dd, sizeof got);
+        CU_ASSERT(memcmp(got, want, sizeof got) == 0);
+        if (!be->caps.device_memory) { /* the host tables read the indices first */
+            int32_t bad[T * IS];
+            memcpy(bad, idx, sizeof bad);
+            bad[IS * 2 + 3] = -1;
+            CU_ASSERT_EQUAL(ig_be_gather_rows(be, dd, IS * RB, ds, ROWS * SRS, SRS, dst_t, RB, bad,
+                                              IS, dn, T, &err),
+                            IG_ERR_INVALID_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "table 2 row 3"));
+        }
+        CU_ASSERT_EQUAL(
+            ig_be_gather_rows(be, dd, IS * RB, ds, ROWS * SRS, SRS, dst_t, 0, di, IS, dn, T, &err),
+            IG_ERR_INVALID_ARG);
+        ig_be_release(be, ds);
+        ig_be_release(be, dd);
+        ig_be_release(be, dst_t);
+        ig_be_release(be, dn);
+        ig_be_release(be, di);
+    }
+}
+
 /* ---- layer ops ---- */
 
 /* Causal attention over a cache of stride CTX tokens, grouped-query heads: a prefill chunk after
@@ -299,6 +347,97 @@ static void test_linear(void) {
         free(w);
     }
     printf("\n    ");
+}
+
+/* Decode attention over selected rows: three sequences, GQA, tables of different selections
+ * (one empty but for the new token), f32 and f16 rows, with probabilities, on every table against
+ * the cpu table. */
+static void test_attention_rows(void) {
+    enum { B = 3, H = 4, G = 2, HD = 32, CAP = 20, RS = HD + 8, PS = 24, T = B * G };
+    static float kf[T * CAP * RS], vf[T * CAP * RS], q[B * H * HD], kx[B * G * HD], vx[B * G * HD];
+    static uint16_t kh[T * CAP * RS], vh[T * CAP * RS];
+    fill(kf, T * CAP * RS);
+    fill(vf, T * CAP * RS);
+    fill(q, B * H * HD);
+    fill(kx, B * G * HD);
+    fill(vx, B * G * HD);
+    for (int i = 0; i < T * CAP * RS; i++) {
+        kh[i] = ig_f32_to_f16(kf[i]);
+        vh[i] = ig_f32_to_f16(vf[i]);
+    }
+    const int32_t n_sel[T] = {5, 0, 20, 7, 1, 12};
+    int32_t idx[T * CAP];
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < CAP; j++) idx[t * CAP + j] = (j * 7 + t * 3) % CAP;
+    static float want[2][B * H * HD], wantp[2][B * H * PS], got[B * H * HD], gotp[B * H * PS];
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        for (int f16 = 0; f16 < 2; f16++) {
+            size_t kb = f16 ? sizeof kh : sizeof kf;
+            void *dk = up(be, f16 ? (void *)kh : (void *)kf, kb);
+            void *dv = up(be, f16 ? (void *)vh : (void *)vf, kb);
+            int32_t *dn = up(be, n_sel, sizeof n_sel), *di = up(be, idx, sizeof idx);
+            float *dq = up(be, q, sizeof q), *dkx = up(be, kx, sizeof kx);
+            float *dvx = up(be, vx, sizeof vx), *dout = up(be, NULL, sizeof got);
+            float *dp = up(be, NULL, sizeof gotp);
+            ig_be_attn_rows a = {B,
+                                 H,
+                                 G,
+                                 HD,
+                                 1.0f / sqrtf((float)HD),
+                                 f16 ? IG_DTYPE_F16 : IG_DTYPE_F32,
+                                 dk,
+                                 dv,
+                                 CAP * RS,
+                                 RS,
+                                 di,
+                                 CAP,
+                                 dn,
+                                 dkx,
+                                 dvx,
+                                 1,
+                                 dp,
+                                 PS};
+            CU_ASSERT_EQUAL_FATAL(ig_be_attention_rows(be, &a, dq, dout, &err), IG_OK);
+            down(be, bi == 0 ? want[f16] : got, dout, sizeof got);
+            down(be, bi == 0 ? wantp[f16] : gotp, dp, sizeof gotp);
+            const float *pr = bi == 0 ? wantp[f16] : gotp;
+            for (int b = 0; b < B; b++) /* each probability row sums to 1, its tail is 0 */
+                for (int h = 0; h < H; h++) {
+                    int rows = n_sel[b * G + h / (H / G)] + 1;
+                    double sum = 0;
+                    for (int j = 0; j < PS; j++) {
+                        float p = pr[((size_t)b * H + (size_t)h) * PS + (size_t)j];
+                        if (j < rows)
+                            sum += p;
+                        else
+                            CU_ASSERT_EQUAL(p, 0.0f);
+                    }
+                    CU_ASSERT(fabs(sum - 1.0) < 1e-5);
+                }
+            if (bi > 0) {
+                report(f16 ? "attn_rows f16" : "attn_rows f32", be,
+                       rel_diff(want[f16], got, B * H * HD), 1e-5);
+                report(f16 ? "attn_rows p16" : "attn_rows p32", be,
+                       rel_diff(wantp[f16], gotp, B * H * PS), 1e-5);
+            }
+            if (!be->caps.device_memory) { /* host tables read n_sel: refusals */
+                a.probs_stride = 20;       /* table 2 has 21 rows */
+                CU_ASSERT_EQUAL(ig_be_attention_rows(be, &a, dq, dout, &err), IG_ERR_INVALID_ARG);
+                CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "probs_stride"));
+                a.probs_stride = PS;
+                a.n_extra = 0; /* table 1 has no row then */
+                CU_ASSERT_EQUAL(ig_be_attention_rows(be, &a, dq, dout, &err), IG_ERR_INVALID_ARG);
+                CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "at least one row"));
+            }
+            a.kv_dtype = IG_DTYPE_BF16;
+            CU_ASSERT_EQUAL(ig_be_attention_rows(be, &a, dq, dout, &err), IG_ERR_INVALID_ARG);
+            void *bufs[] = {dk, dv, dn, di, dq, dkx, dvx, dout, dp};
+            for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ig_be_release(be, bufs[i]);
+        }
+    }
 }
 
 /* ---- selection ops ---- */
@@ -641,6 +780,8 @@ void ig_test_register(void) {
     CU_add_test(s, "copy2d", test_copy2d);
     CU_add_test(s, "norms_rope_elementwise", test_norms_rope_elementwise);
     CU_add_test(s, "attention", test_attention);
+    CU_add_test(s, "gather_rows", test_gather_rows);
+    CU_add_test(s, "attention_rows", test_attention_rows);
     CU_add_test(s, "linear", test_linear);
     CU_add_test(s, "partial_scores", test_partial_scores);
     CU_add_test(s, "partial_scores_tab", test_partial_scores_tab);

@@ -718,7 +718,7 @@ static ig_status decode(ig_engine *e, int buf, int i0, int n, const int *dec, in
     const ig_kv_codec *codec = ig_kv_run_codec(e->kv);
     IG_TRY(codec_roundtrip(c, codec, c->dk, (int64_t)n * G, hd, err));
     IG_TRY(codec_roundtrip(c, codec, c->dv, (int64_t)n * G, hd, err));
-    ig_cuda_attn_rows a;
+    ig_be_attn_rows a; /* through the engine's table: the same launcher on the compute stream */
     memset(&a, 0, sizeof a);
     a.batch = n;
     a.n_head = H;
@@ -746,7 +746,7 @@ static ig_status decode(ig_engine *e, int buf, int i0, int n, const int *dec, in
     a.n_extra = 1;
     a.probs = probs ? c->dprobs : NULL;
     a.probs_stride = probs_stride;
-    IG_TRY(ig_cuda_attention_rows(&a, c->dq, c->datt, c->cs, err));
+    IG_TRY(ig_be_attention_rows(c->be, &a, c->dq, c->datt, err));
     for (int i = 0; i < n; i++) {
         size_t row = (size_t)e->row0[dec[i0 + i]];
         IG_TRY(ig_cuda_copy_d2d_async(c->att + row * qd, c->datt + (size_t)i * qd, qd * 4, c->cs,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/backend_iface.h"
+#include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
 
@@ -36,6 +37,10 @@ typedef struct host_ctx {
     const host_kernels *k;
     void *ws; /* ig_cpu_topk's workspaces, one per thread, grown once */
     size_t ws_bytes;
+    float *aws; /* attention_rows: ig_cpu_attention_gather's workspace, grown once */
+    size_t aws_floats;
+    void *ptrs; /* attention_rows: the per-KV-head pointer lists of one sequence, grown once */
+    size_t ptrs_bytes;
 } host_ctx;
 
 /* Threads for a batched op of `items` independent rows or tables. */
@@ -87,6 +92,8 @@ static const host_kernels *K(ig_be *be) {
 static void host_destroy(ig_be *be) {
     host_ctx *c = be->ctx;
     free(c->ws);
+    free(c->aws);
+    free(c->ptrs);
     free(c);
     free(be);
 }
@@ -327,6 +334,124 @@ static ig_status host_attention(ig_be *be, const float *q, int64_t n_q, int64_t 
     return IG_OK;
 }
 
+/* Grows *p to at least `bytes` (never shrinks): a workspace kept for the next call. */
+static ig_status grow(void **p, size_t *have, size_t bytes, const char *what, ig_error *err) {
+    if (bytes <= *have) return IG_OK;
+    void *n = realloc(*p, bytes);
+    if (!n) return ig_error_set(err, IG_ERR_NOMEM, "%s: workspace of %zu bytes", what, bytes);
+    *p = n;
+    *have = bytes;
+    return IG_OK;
+}
+
+static ig_status host_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,
+                                  int64_t src_table_stride, int64_t src_row_stride,
+                                  const int32_t *src_table, size_t row_bytes, const int32_t *idx,
+                                  int64_t idx_stride, const int32_t *n_sel, int tables,
+                                  ig_error *err) {
+    for (int t = 0; t < tables; t++) { /* the indices first: a refused call copies nothing */
+        const int32_t *it = idx + (size_t)t * (size_t)idx_stride;
+        if (n_sel[t] < 0 || (src_table && src_table[t] < 0))
+            return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                "gather_rows: table %d: n_sel %d, source %d", t, n_sel[t],
+                                src_table ? src_table[t] : t);
+        for (int32_t j = 0; j < n_sel[t]; j++)
+            if (it[j] < 0)
+                return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                    "gather_rows: table %d row %d: index %d", t, j, it[j]);
+    }
+    int nt = host_threads(be, tables);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int t = 0; t < tables; t++) {
+        int64_t st = src_table ? src_table[t] : t;
+        const unsigned char *s = (const unsigned char *)src + st * src_table_stride;
+        unsigned char *d = (unsigned char *)dst + (int64_t)t * dst_table_stride;
+        const int32_t *it = idx + (size_t)t * (size_t)idx_stride;
+        for (int32_t j = 0; j < n_sel[t]; j++)
+            memcpy(d + (size_t)j * row_bytes, s + (int64_t)it[j] * src_row_stride, row_bytes);
+    }
+    return IG_OK;
+}
+
+/* One sequence at a time through ig_cpu_attention_gather (parallel over its heads inside) or its
+ * reference, the sequence's tables given as the per-KV-head lists the kernel reads. */
+static ig_status host_attention_rows(ig_be *be, const ig_be_attn_rows *a, const float *q,
+                                     float *out, ig_error *err) {
+    host_ctx *c = be->ctx;
+    int B = a->batch, G = a->n_kv_head, H = a->n_head, hd = a->hd, group = H / G;
+    int64_t max_rows = 0;
+    for (int t = 0; t < B * G; t++) {
+        int64_t rows = (int64_t)a->n_sel[t] + a->n_extra;
+        if (a->n_sel[t] < 0 || rows < 1)
+            return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                "attention_rows: sequence %d KV head %d: %d selected + %d extra "
+                                "rows (at least one row)",
+                                t / G, t % G, a->n_sel[t], a->n_extra);
+        if (a->probs && rows > a->probs_stride)
+            return ig_error_set(err, IG_ERR_INVALID_ARG,
+                                "attention_rows: sequence %d KV head %d: %lld rows > probs_stride "
+                                "%lld",
+                                t / G, t % G, (long long)rows, (long long)a->probs_stride);
+        if (rows > max_rows) max_rows = rows;
+    }
+    size_t per = 3 * sizeof(void *) + sizeof(int64_t); /* k, v, idx pointers and a count */
+    IG_TRY(grow(&c->ptrs, &c->ptrs_bytes, per * (size_t)G, "attention_rows", err));
+    const void **kp = c->ptrs, **vp = kp + G;
+    const int32_t **ip = (const int32_t **)(vp + G);
+    int64_t *ns = (int64_t *)(ip + G);
+    if (!c->k->reference) {
+        size_t f = ig_cpu_attention_gather_ws_floats(H, max_rows);
+        size_t have = c->aws_floats * sizeof(float);
+        IG_TRY(grow((void **)&c->aws, &have, f * sizeof(float), "attention_rows", err));
+        c->aws_floats = have / sizeof(float);
+    }
+    size_t es = ig_dtype_size(a->kv_dtype);
+    for (int b = 0; b < B; b++) {
+        for (int g = 0; g < G; g++) {
+            size_t t = (size_t)b * (size_t)G + (size_t)g;
+            kp[g] = (const unsigned char *)a->k + t * (size_t)a->table_stride * es;
+            vp[g] = (const unsigned char *)a->v + t * (size_t)a->table_stride * es;
+            ip[g] = a->idx ? a->idx + t * (size_t)a->idx_stride : NULL;
+            ns[g] = a->n_sel[t];
+        }
+        ig_gather_attn ga = {0};
+        ga.n_head = H;
+        ga.n_kv_head = G;
+        ga.hd = hd;
+        ga.scale = a->scale;
+        ga.idx = a->idx ? ip : NULL;
+        ga.n_sel = ns;
+        size_t xo = (size_t)b * (size_t)a->n_extra * (size_t)G * (size_t)hd;
+        ga.k_extra = a->n_extra ? a->k_extra + xo : NULL;
+        ga.v_extra = a->n_extra ? a->v_extra + xo : NULL;
+        ga.n_extra = a->n_extra;
+        if (a->kv_dtype == IG_DTYPE_F32) {
+            ga.enc = IG_ROWS_F32;
+            ga.k_base = (const float *const *)kp;
+            ga.v_base = (const float *const *)vp;
+            ga.row_stride = a->row_stride;
+        } else {
+            ga.enc = IG_ROWS_F16;
+            ga.k_enc = (const unsigned char *const *)kp;
+            ga.v_enc = (const unsigned char *const *)vp;
+            ga.enc_row_bytes = (size_t)a->row_stride * es;
+        }
+        const float *qb = q + (size_t)b * (size_t)H * (size_t)hd;
+        float *ob = out + (size_t)b * (size_t)H * (size_t)hd;
+        float *pb = a->probs ? a->probs + (size_t)b * (size_t)H * (size_t)a->probs_stride : NULL;
+        if (c->k->reference)
+            ig_ref_attention_gather(&ga, qb, pb, a->probs_stride, ob);
+        else
+            ig_cpu_attention_gather(&ga, qb, c->aws, c->aws_floats, pb, a->probs_stride, ob);
+        for (int h = 0; pb && h < H; h++) {
+            int64_t rows = ns[h / group] + a->n_extra;
+            memset(pb + (size_t)h * (size_t)a->probs_stride + (size_t)rows, 0,
+                   (size_t)(a->probs_stride - rows) * sizeof(float));
+        }
+    }
+    return IG_OK;
+}
+
 static const ig_be_iface g_host_iface = {
     IG_BE_IFACE_VERSION,
     host_destroy,
@@ -352,6 +477,8 @@ static const ig_be_iface g_host_iface = {
     host_copy2d,
     host_attention_ws,
     host_attention,
+    host_gather_rows,
+    host_attention_rows,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

@@ -181,6 +181,38 @@ ig_status cu_attention(ig_be *be, const float *q, int64_t n_q, int64_t p0, const
                                      out, S(be), err);
 }
 
+ig_status cu_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,
+                         int64_t src_table_stride, int64_t src_row_stride, const int32_t *src_table,
+                         size_t row_bytes, const int32_t *idx, int64_t idx_stride,
+                         const int32_t *n_sel, int tables, ig_error *err) {
+    return ig_cuda_gather_rows(dst, dst_table_stride, src, src_table_stride, src_row_stride,
+                               src_table, row_bytes, idx, idx_stride, n_sel, tables, S(be), err);
+}
+
+ig_status cu_attention_rows(ig_be *be, const ig_be_attn_rows *a, const float *q, float *out,
+                            ig_error *err) {
+    ig_cuda_attn_rows r;
+    r.batch = a->batch;
+    r.n_head = a->n_head;
+    r.n_kv_head = a->n_kv_head;
+    r.hd = a->hd;
+    r.scale = a->scale;
+    r.kv_dtype = a->kv_dtype;
+    r.k = a->k;
+    r.v = a->v;
+    r.table_stride = a->table_stride;
+    r.row_stride = a->row_stride;
+    r.idx = a->idx;
+    r.idx_stride = a->idx_stride;
+    r.n_sel = a->n_sel;
+    r.k_extra = a->k_extra;
+    r.v_extra = a->v_extra;
+    r.n_extra = a->n_extra;
+    r.probs = a->probs;
+    r.probs_stride = a->probs_stride;
+    return ig_cuda_attention_rows(&r, q, out, S(be), err);
+}
+
 const ig_be_iface g_cuda_iface = {
     IG_BE_IFACE_VERSION,
     cu_destroy,
@@ -206,6 +238,8 @@ const ig_be_iface g_cuda_iface = {
     cu_copy2d,
     cu_attention_ws,
     cu_attention,
+    cu_gather_rows,
+    cu_attention_rows,
 };
 
 // A table over c (its fields set by the caller; ig_be_free frees c with it, the caller frees c
