@@ -2,6 +2,8 @@
  * backend, so that each table may assume valid sizes; an empty op returns before the table. */
 #include "kernels/backend_iface.h"
 
+#include "kernels/cpu/kvquant.h" /* the codec's row format (ig_kvq_row_bytes) */
+
 #include <stdlib.h>
 
 #define CHECK(cond, ...)                                                                           \
@@ -41,16 +43,38 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
         t->attention != NULL,
         t->gather_rows != NULL,
         t->attention_rows != NULL,
+        t->convert != NULL,
+        t->kvq_quantize != NULL,
+        t->kvq_dequantize != NULL,
     };
-    static const char *names[] = {"destroy",       "alloc",     "free",
-                                  "upload",        "download",  "upload2d",
-                                  "sync",          "linear",    "rmsnorm",
-                                  "layernorm",     "rope",      "silu_mul",
-                                  "add",           "softmax",   "partial_scores",
-                                  "count_greater", "topk",      "partial_scores_tab",
-                                  "mask_scores",   "relu",      "copy2d",
-                                  "attention_ws",  "attention", "gather_rows",
-                                  "attention_rows"};
+    static const char *names[] = {"destroy",
+                                  "alloc",
+                                  "free",
+                                  "upload",
+                                  "download",
+                                  "upload2d",
+                                  "sync",
+                                  "linear",
+                                  "rmsnorm",
+                                  "layernorm",
+                                  "rope",
+                                  "silu_mul",
+                                  "add",
+                                  "softmax",
+                                  "partial_scores",
+                                  "count_greater",
+                                  "topk",
+                                  "partial_scores_tab",
+                                  "mask_scores",
+                                  "relu",
+                                  "copy2d",
+                                  "attention_ws",
+                                  "attention",
+                                  "gather_rows",
+                                  "attention_rows",
+                                  "convert",
+                                  "kvq_quantize",
+                                  "kvq_dequantize"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -320,4 +344,33 @@ ig_status ig_be_attention_rows(ig_be *be, const ig_be_attn_rows *a, const float 
     CHECK(a->k && a->v && a->n_sel && q && out, "attention_rows: NULL k, v, n_sel, q or out");
     CHECK(a->n_extra == 0 || (a->k_extra && a->v_extra), "attention_rows: NULL extra rows");
     return be->iface->attention_rows(be, a, q, out, err);
+}
+
+ig_status ig_be_convert(ig_be *be, const void *src, ig_dtype st, void *dst, ig_dtype dt, int64_t n,
+                        ig_error *err) {
+    int ok_s = st == IG_DTYPE_F32 || st == IG_DTYPE_F16 || st == IG_DTYPE_BF16;
+    int ok_d = dt == IG_DTYPE_F32 || dt == IG_DTYPE_F16 || dt == IG_DTYPE_BF16;
+    CHECK(ok_s && ok_d && n >= 0, "convert: %s -> %s, n=%lld (f32, f16, bf16)", ig_dtype_name(st),
+          ig_dtype_name(dt), (long long)n);
+    if (n == 0) return IG_OK;
+    CHECK(src && dst, "convert: NULL src or dst");
+    return be->iface->convert(be, src, st, dst, dt, n, err);
+}
+
+ig_status ig_be_kvq_quantize(ig_be *be, const float *x, int64_t rows, int hd, int bits, int group,
+                             uint8_t *out, ig_error *err) {
+    CHECK(rows >= 0 && ig_kvq_row_bytes(hd, bits, group) > 0,
+          "kvq_quantize: rows=%lld hd=%d bits=%d group=%d", (long long)rows, hd, bits, group);
+    if (rows == 0) return IG_OK;
+    CHECK(x && out, "kvq_quantize: NULL x or out");
+    return be->iface->kvq_quantize(be, x, rows, hd, bits, group, out, err);
+}
+
+ig_status ig_be_kvq_dequantize(ig_be *be, const uint8_t *in, int64_t rows, int hd, int bits,
+                               int group, float *out, ig_error *err) {
+    CHECK(rows >= 0 && ig_kvq_row_bytes(hd, bits, group) > 0,
+          "kvq_dequantize: rows=%lld hd=%d bits=%d group=%d", (long long)rows, hd, bits, group);
+    if (rows == 0) return IG_OK;
+    CHECK(in && out, "kvq_dequantize: NULL in or out");
+    return be->iface->kvq_dequantize(be, in, rows, hd, bits, group, out, err);
 }

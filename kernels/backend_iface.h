@@ -20,7 +20,7 @@
  * The table holds the ops of a layer (norms, RoPE, element-wise, linear, causal attention over a
  * KV cache, strided copies between buffers) and the selection ops a policy's speculation needs
  * (partial scores, threshold counts, top-k), and the policy path's gathers of selected rows and
- * attention over them. The KV codec, host registration and events follow (ARCHITECTURE.md). */
+ * attention over them, and the KV codec. Host registration and events follow (ARCHITECTURE.md). */
 #ifndef IG_BACKEND_IFACE_H
 #define IG_BACKEND_IFACE_H
 
@@ -30,8 +30,8 @@
 #include "core/base/dtype.h"
 #include "core/base/status.h"
 
-/* 2: copy2d, attention_ws, attention, gather_rows and attention_rows added (a version-1 table
- * lacks them and is refused). */
+/* 2: copy2d, attention_ws, attention, gather_rows, attention_rows, convert and the KV codec's
+ * kvq_quantize / kvq_dequantize added (a version-1 table lacks them and is refused). */
 #define IG_BE_IFACE_VERSION 2
 
 typedef struct ig_be ig_be;
@@ -129,6 +129,13 @@ typedef struct ig_be_iface {
                              int64_t idx_stride, const int32_t *n_sel, int tables, ig_error *err);
     ig_status (*attention_rows)(ig_be *be, const ig_be_attn_rows *a, const float *q, float *out,
                                 ig_error *err);
+    /* the KV codec: f16 rows, and group-quantized rows (kernels/cpu/kvquant.h) */
+    ig_status (*convert)(ig_be *be, const void *src, ig_dtype st, void *dst, ig_dtype dt, int64_t n,
+                         ig_error *err);
+    ig_status (*kvq_quantize)(ig_be *be, const float *x, int64_t rows, int hd, int bits, int group,
+                              uint8_t *out, ig_error *err);
+    ig_status (*kvq_dequantize)(ig_be *be, const uint8_t *in, int64_t rows, int hd, int bits,
+                                int group, float *out, ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -208,6 +215,18 @@ ig_status ig_be_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, cons
  * too short; the cuda table cannot read n_sel before it runs and writes 0 there. */
 ig_status ig_be_attention_rows(ig_be *be, const ig_be_attn_rows *a, const float *q, float *out,
                                ig_error *err);
+/* n elements between f32, f16 and bf16, round to nearest even (ig_convert; ig_cuda_convert):
+ * the same bits on every table. */
+ig_status ig_be_convert(ig_be *be, const void *src, ig_dtype st, void *dst, ig_dtype dt, int64_t n,
+                        ig_error *err);
+/* The KV codec's group-quantized rows (kernels/cpu/kvquant.h: 8, 4 or 2 bits, groups with f16
+ * min/scale): x [rows][hd] f32 -> out [rows][ig_kvq_row_bytes], and back; the same bytes and
+ * floats on every table (ig_kvq_quantize_rows / ig_cuda_kvq_quantize_rows). An invalid (hd, bits,
+ * group) is refused. */
+ig_status ig_be_kvq_quantize(ig_be *be, const float *x, int64_t rows, int hd, int bits, int group,
+                             uint8_t *out, ig_error *err);
+ig_status ig_be_kvq_dequantize(ig_be *be, const uint8_t *in, int64_t rows, int hd, int bits,
+                               int group, float *out, ig_error *err);
 /* rows x n in place, ig_cpu_softmax per row. */
 ig_status ig_be_softmax(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err);
 /* ig_cpu_partial_scores over `tables` tables (strides in elements; the layout of

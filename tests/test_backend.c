@@ -14,6 +14,7 @@
 #include "core/base/dtype.h"
 #include "kernels/backend_iface.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kvquant.h"
 #include "tests/test_util.h"
 
 static ig_be *g_cpu;
@@ -442,6 +443,61 @@ static void test_attention_rows(void) {
 
 /* ---- selection ops ---- */
 
+/* The KV codec's ops give the same bytes and floats on every table: f32 -> f16 / bf16 -> f32
+ * conversions, and group-quantized rows at 8, 4 and 2 bits (quantize, then dequantize). */
+static void test_codec(void) {
+    enum { ROWS = 7, HD = 64, N = ROWS * HD };
+    static float x[N], back[3][N], gotf[N];
+    static uint16_t half[2][N], goth[N];
+    static uint8_t code[3][ROWS * 2 * HD], gotc[ROWS * 2 * HD];
+    fill(x, N);
+    x[3] = 65504.0f * 2; /* beyond f16's range: infinity, the same on every table */
+    x[5] = 1e-8f;        /* an f16 subnormal */
+    const int bits[3] = {8, 4, 2};
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        float *dx = up(be, x, sizeof x), *df = up(be, NULL, sizeof gotf);
+        uint16_t *dh = up(be, NULL, sizeof goth);
+        uint8_t *dc = up(be, NULL, sizeof gotc);
+        for (int t = 0; t < 2; t++) {
+            ig_dtype dt = t ? IG_DTYPE_BF16 : IG_DTYPE_F16;
+            CU_ASSERT_EQUAL_FATAL(ig_be_convert(be, dx, IG_DTYPE_F32, dh, dt, N, &err), IG_OK);
+            down(be, bi ? goth : half[t], dh, sizeof goth);
+            if (bi) CU_ASSERT(memcmp(goth, half[t], sizeof goth) == 0);
+            CU_ASSERT_EQUAL_FATAL(ig_be_convert(be, dh, dt, df, IG_DTYPE_F32, N, &err), IG_OK);
+            down(be, gotf, df, sizeof gotf);
+            for (int i = 0; i < N; i++) { /* widening is exact: the host's value, bit for bit */
+                float w = t ? ig_bf16_to_f32(half[t][i]) : ig_f16_to_f32(half[t][i]);
+                CU_ASSERT(memcmp(&gotf[i], &w, sizeof w) == 0);
+            }
+        }
+        for (int b = 0; b < 3; b++) {
+            size_t rb = ig_kvq_row_bytes(HD, bits[b], 32);
+            CU_ASSERT_FATAL(rb > 0 && rb * ROWS <= sizeof gotc);
+            CU_ASSERT_EQUAL_FATAL(ig_be_kvq_quantize(be, dx, ROWS, HD, bits[b], 32, dc, &err),
+                                  IG_OK);
+            down(be, bi ? gotc : code[b], dc, rb * ROWS);
+            if (bi) CU_ASSERT(memcmp(gotc, code[b], rb * ROWS) == 0);
+            CU_ASSERT_EQUAL_FATAL(ig_be_kvq_dequantize(be, dc, ROWS, HD, bits[b], 32, df, &err),
+                                  IG_OK);
+            down(be, bi ? gotf : back[b], df, sizeof gotf);
+            if (bi) CU_ASSERT(memcmp(gotf, back[b], sizeof gotf) == 0);
+        }
+        printf("\n    codec           %-8s f16, bf16, kvq 8/4/2 bits %s", be->caps.name,
+               bi ? "bit-identical to cpu" : "(the reference side)");
+        CU_ASSERT_EQUAL(ig_be_kvq_quantize(be, dx, ROWS, HD, 3, 32, dc, &err), IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bits=3"));
+        CU_ASSERT_EQUAL(ig_be_convert(be, dx, IG_DTYPE_Q4_0, dh, IG_DTYPE_F16, N, &err),
+                        IG_ERR_INVALID_ARG);
+        ig_be_release(be, dx);
+        ig_be_release(be, df);
+        ig_be_release(be, dh);
+        ig_be_release(be, dc);
+    }
+}
+
 static void test_partial_scores(void) {
     enum { T = 3, KC = 12, LD = 70, NE = 61, NQ = 5, LDQ = 16, LDO = 64 };
     float keys[T * KC * LD], q[T * NQ * LDQ];
@@ -782,6 +838,7 @@ void ig_test_register(void) {
     CU_add_test(s, "attention", test_attention);
     CU_add_test(s, "gather_rows", test_gather_rows);
     CU_add_test(s, "attention_rows", test_attention_rows);
+    CU_add_test(s, "codec", test_codec);
     CU_add_test(s, "linear", test_linear);
     CU_add_test(s, "partial_scores", test_partial_scores);
     CU_add_test(s, "partial_scores_tab", test_partial_scores_tab);

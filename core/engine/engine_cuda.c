@@ -691,13 +691,11 @@ static ig_status codec_roundtrip(ig_cu_engine *c, const ig_kv_codec *codec, floa
                                  int hd, ig_error *err) {
     if (codec->kind == IG_KV_CODEC_F32) return IG_OK;
     if (codec->kind == IG_KV_CODEC_F16) {
-        IG_TRY(ig_cuda_convert(x, IG_DTYPE_F32, c->codec_tmp, IG_DTYPE_F16, rows * hd, c->cs, err));
-        return ig_cuda_convert(c->codec_tmp, IG_DTYPE_F16, x, IG_DTYPE_F32, rows * hd, c->cs, err);
+        IG_TRY(ig_be_convert(c->be, x, IG_DTYPE_F32, c->codec_tmp, IG_DTYPE_F16, rows * hd, err));
+        return ig_be_convert(c->be, c->codec_tmp, IG_DTYPE_F16, x, IG_DTYPE_F32, rows * hd, err);
     }
-    IG_TRY(ig_cuda_kvq_quantize_rows(x, rows, hd, codec->bits, codec->group, c->codec_tmp, c->cs,
-                                     err));
-    return ig_cuda_kvq_dequantize_rows(c->codec_tmp, rows, hd, codec->bits, codec->group, x, c->cs,
-                                       err);
+    IG_TRY(ig_be_kvq_quantize(c->be, x, rows, hd, codec->bits, codec->group, c->codec_tmp, err));
+    return ig_be_kvq_dequantize(c->be, c->codec_tmp, rows, hd, codec->bits, codec->group, x, err);
 }
 
 static ig_status decode(ig_engine *e, int buf, int i0, int n, const int *dec, int probs,
@@ -732,10 +730,10 @@ static ig_status decode(ig_engine *e, int buf, int i0, int n, const int *dec, in
     a.row_stride = hd;
     if (codec->kind == IG_KV_CODEC_QUANT) {
         int64_t rows = (int64_t)n * G * (int64_t)cap;
-        IG_TRY(ig_cuda_kvq_dequantize_rows(a.k, rows, hd, codec->bits, codec->group, c->wsf_k,
-                                           c->cs, err));
-        IG_TRY(ig_cuda_kvq_dequantize_rows(a.v, rows, hd, codec->bits, codec->group, c->wsf_v,
-                                           c->cs, err));
+        IG_TRY(ig_be_kvq_dequantize(c->be, (const uint8_t *)a.k, rows, hd, codec->bits,
+                                    codec->group, c->wsf_k, err));
+        IG_TRY(ig_be_kvq_dequantize(c->be, (const uint8_t *)a.v, rows, hd, codec->bits,
+                                    codec->group, c->wsf_v, err));
         a.k = c->wsf_k;
         a.v = c->wsf_v;
     }

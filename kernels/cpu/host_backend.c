@@ -13,6 +13,7 @@
 #include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
+#include "kernels/cpu/kvquant.h"
 
 typedef struct host_kernels {
     void (*linear)(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wt, int64_t N,
@@ -452,6 +453,32 @@ static ig_status host_attention_rows(ig_be *be, const ig_be_attn_rows *a, const 
     return IG_OK;
 }
 
+/* The codec and conversions are exact (a byte format): both host tables run the one
+ * implementation (core/base/dtype's ig_convert, kvquant.c), which test_kvquant checks. */
+static ig_status host_convert(ig_be *be, const void *src, ig_dtype st, void *dst, ig_dtype dt,
+                              int64_t n, ig_error *err) {
+    (void)be;
+    (void)err;
+    ig_convert(dt, dst, st, src, (size_t)n);
+    return IG_OK;
+}
+
+static ig_status host_kvq_quantize(ig_be *be, const float *x, int64_t rows, int hd, int bits,
+                                   int group, uint8_t *out, ig_error *err) {
+    (void)be;
+    (void)err;
+    ig_kvq_quantize_rows(x, rows, hd, bits, group, out);
+    return IG_OK;
+}
+
+static ig_status host_kvq_dequantize(ig_be *be, const uint8_t *in, int64_t rows, int hd, int bits,
+                                     int group, float *out, ig_error *err) {
+    (void)be;
+    (void)err;
+    ig_kvq_dequantize_rows(in, rows, hd, bits, group, out);
+    return IG_OK;
+}
+
 static const ig_be_iface g_host_iface = {
     IG_BE_IFACE_VERSION,
     host_destroy,
@@ -479,6 +506,9 @@ static const ig_be_iface g_host_iface = {
     host_attention,
     host_gather_rows,
     host_attention_rows,
+    host_convert,
+    host_kvq_quantize,
+    host_kvq_dequantize,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

@@ -213,6 +213,21 @@ ig_status cu_attention_rows(ig_be *be, const ig_be_attn_rows *a, const float *q,
     return ig_cuda_attention_rows(&r, q, out, S(be), err);
 }
 
+ig_status cu_convert(ig_be *be, const void *src, ig_dtype st, void *dst, ig_dtype dt, int64_t n,
+                     ig_error *err) {
+    return ig_cuda_convert(src, st, dst, dt, n, S(be), err);
+}
+
+ig_status cu_kvq_quantize(ig_be *be, const float *x, int64_t rows, int hd, int bits, int group,
+                          uint8_t *out, ig_error *err) {
+    return ig_cuda_kvq_quantize_rows(x, rows, hd, bits, group, out, S(be), err);
+}
+
+ig_status cu_kvq_dequantize(ig_be *be, const uint8_t *in, int64_t rows, int hd, int bits, int group,
+                            float *out, ig_error *err) {
+    return ig_cuda_kvq_dequantize_rows(in, rows, hd, bits, group, out, S(be), err);
+}
+
 const ig_be_iface g_cuda_iface = {
     IG_BE_IFACE_VERSION,
     cu_destroy,
@@ -240,6 +255,9 @@ const ig_be_iface g_cuda_iface = {
     cu_attention,
     cu_gather_rows,
     cu_attention_rows,
+    cu_convert,
+    cu_kvq_quantize,
+    cu_kvq_dequantize,
 };
 
 // A table over c (its fields set by the caller; ig_be_free frees c with it, the caller frees c
