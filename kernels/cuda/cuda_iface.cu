@@ -191,26 +191,7 @@ ig_status cu_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const v
 
 ig_status cu_attention_rows(ig_be *be, const ig_be_attn_rows *a, const float *q, float *out,
                             ig_error *err) {
-    ig_cuda_attn_rows r;
-    r.batch = a->batch;
-    r.n_head = a->n_head;
-    r.n_kv_head = a->n_kv_head;
-    r.hd = a->hd;
-    r.scale = a->scale;
-    r.kv_dtype = a->kv_dtype;
-    r.k = a->k;
-    r.v = a->v;
-    r.table_stride = a->table_stride;
-    r.row_stride = a->row_stride;
-    r.idx = a->idx;
-    r.idx_stride = a->idx_stride;
-    r.n_sel = a->n_sel;
-    r.k_extra = a->k_extra;
-    r.v_extra = a->v_extra;
-    r.n_extra = a->n_extra;
-    r.probs = a->probs;
-    r.probs_stride = a->probs_stride;
-    return ig_cuda_attention_rows(&r, q, out, S(be), err);
+    return ig_cuda_attention_rows(a, q, out, S(be), err);
 }
 
 ig_status cu_convert(ig_be *be, const void *src, ig_dtype st, void *dst, ig_dtype dt, int64_t n,

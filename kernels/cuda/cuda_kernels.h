@@ -23,6 +23,7 @@ extern "C" {
 #include "core/base/dtype.h"
 #include "core/base/status.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/backend_iface.h"
 
 /* ---- norms (rmsnorm.cu, layernorm.cu) ---------------------------------------------------------
  */
@@ -79,20 +80,7 @@ ig_status ig_cuda_softmax(float *x, int64_t rows, int64_t n, ig_cuda_stream_t s,
  * probs (optional): [batch][n_head][probs_stride], the selection's probabilities then the extra
  * rows', entries past n_sel + n_extra set to 0. A head with no rows gets out = 0. One block per
  * (sequence, query head), a warp per row at a time with an online softmax; hd <= 256. */
-typedef struct ig_cuda_attn_rows {
-    int batch, n_head, n_kv_head, hd;
-    float scale;
-    ig_dtype kv_dtype;
-    const void *k, *v;
-    int64_t table_stride, row_stride;
-    const int32_t *idx;
-    int64_t idx_stride;
-    const int32_t *n_sel;
-    const float *k_extra, *v_extra;
-    int n_extra;
-    float *probs;
-    int64_t probs_stride;
-} ig_cuda_attn_rows;
+typedef ig_be_attn_rows ig_cuda_attn_rows; /* the backend table's (kernels/backend_iface.h) */
 ig_status ig_cuda_attention_rows(const ig_cuda_attn_rows *a, const float *q, float *out,
                                  ig_cuda_stream_t s, ig_error *err);
 

@@ -64,8 +64,8 @@ void ig_emu_enqueue_kernel(const char *name, dim3 grid, dim3 block, size_t smem,
 
 /* The pointers a launch's arguments carry, checked at launch: pointer arguments, and the pointer
  * members of the structures kernels/cuda passes by value (listed in emu_runtime.cpp). */
-struct ig_cuda_attn_rows;
-void ig_emu_note_ptr(const ig_cuda_attn_rows &a, const void **out, int *n);
+struct ig_be_attn_rows; /* ig_cuda_attn_rows (cuda_kernels.h) */
+void ig_emu_note_ptr(const ig_be_attn_rows &a, const void **out, int *n);
 #define IG_EMU_MAX_STRUCT_PTRS 16
 template <typename T> static inline void ig_emu_note_ptr(const T &, const void **, int *) {}
 template <typename T> static inline void ig_emu_note_ptr(T *const &p, const void **out, int *n) {

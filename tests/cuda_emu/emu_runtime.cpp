@@ -686,7 +686,7 @@ unsigned ig_emu_warp_ballot(unsigned mask, int pred) {
     return r & mask;
 }
 
-void ig_emu_note_ptr(const ig_cuda_attn_rows &a, const void **out, int *n) {
+void ig_emu_note_ptr(const ig_be_attn_rows &a, const void **out, int *n) {
     const void *p[] = {a.k, a.v, a.idx, a.n_sel, a.k_extra, a.v_extra, a.probs};
     for (const void *q : p) out[(*n)++] = q;
 }
