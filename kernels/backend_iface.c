@@ -46,6 +46,14 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
         t->convert != NULL,
         t->kvq_quantize != NULL,
         t->kvq_dequantize != NULL,
+        t->fork != NULL,
+        t->upload_async != NULL,
+        t->event_new != NULL,
+        t->event_free != NULL,
+        t->event_record != NULL,
+        t->event_wait != NULL,
+        t->host_register != NULL,
+        t->host_unregister != NULL,
     };
     static const char *names[] = {"destroy",
                                   "alloc",
@@ -74,7 +82,15 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
                                   "attention_rows",
                                   "convert",
                                   "kvq_quantize",
-                                  "kvq_dequantize"};
+                                  "kvq_dequantize",
+                                  "fork",
+                                  "upload_async",
+                                  "event_new",
+                                  "event_free",
+                                  "event_record",
+                                  "event_wait",
+                                  "host_register",
+                                  "host_unregister"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -320,6 +336,13 @@ ig_status ig_be_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, cons
           "gather_rows: tables=%d row_bytes=%zu strides dst %lld src %lld/%lld idx %lld", tables,
           row_bytes, (long long)dst_table_stride, (long long)src_table_stride,
           (long long)src_row_stride, (long long)idx_stride);
+    /* a table's rows fit its slot of dst (up to idx_stride of them) and do not overlap in src */
+    CHECK(tables <= 65535 && dst_table_stride >= idx_stride * (int64_t)row_bytes &&
+              src_row_stride >= (int64_t)row_bytes,
+          "gather_rows: tables=%d (at most 65535), dst_table_stride %lld < idx_stride %lld x "
+          "row_bytes %zu, or src_row_stride %lld < row_bytes",
+          tables, (long long)dst_table_stride, (long long)idx_stride, row_bytes,
+          (long long)src_row_stride);
     if (tables == 0) return IG_OK;
     CHECK(dst && src && idx && n_sel, "gather_rows: NULL dst, src, idx or n_sel");
     return be->iface->gather_rows(be, dst, dst_table_stride, src, src_table_stride, src_row_stride,
@@ -373,4 +396,46 @@ ig_status ig_be_kvq_dequantize(ig_be *be, const uint8_t *in, int64_t rows, int h
     if (rows == 0) return IG_OK;
     CHECK(in && out, "kvq_dequantize: NULL in or out");
     return be->iface->kvq_dequantize(be, in, rows, hd, bits, group, out, err);
+}
+
+ig_status ig_be_fork(ig_be *be, ig_be **out, ig_error *err) {
+    *out = NULL;
+    return be->iface->fork(be, out, err);
+}
+
+ig_status ig_be_upload_async(ig_be *be, void *dst, const void *host_src, size_t bytes,
+                             ig_error *err) {
+    if (bytes == 0) return IG_OK;
+    CHECK(dst && host_src, "upload_async: NULL pointer");
+    return be->iface->upload_async(be, dst, host_src, bytes, err);
+}
+
+ig_status ig_be_event_new(ig_be *be, void **ev, ig_error *err) {
+    *ev = NULL;
+    return be->iface->event_new(be, ev, err);
+}
+
+void ig_be_event_free(ig_be *be, void *ev) {
+    if (ev) be->iface->event_free(be, ev);
+}
+
+ig_status ig_be_event_record(ig_be *be, void *ev, ig_error *err) {
+    CHECK(ev, "event_record: no event");
+    return be->iface->event_record(be, ev, err);
+}
+
+ig_status ig_be_event_wait(ig_be *be, void *ev, ig_error *err) {
+    CHECK(ev, "event_wait: no event");
+    return be->iface->event_wait(be, ev, err);
+}
+
+ig_status ig_be_host_register(ig_be *be, void *p, size_t bytes, void **dev, ig_error *err) {
+    *dev = NULL;
+    CHECK(p && bytes > 0, "host_register: %zu bytes at %p", bytes, p);
+    return be->iface->host_register(be, p, bytes, dev, err);
+}
+
+ig_status ig_be_host_unregister(ig_be *be, void *p, ig_error *err) {
+    CHECK(p, "host_unregister: NULL pointer");
+    return be->iface->host_unregister(be, p, err);
 }

@@ -20,7 +20,8 @@
  * The table holds the ops of a layer (norms, RoPE, element-wise, linear, causal attention over a
  * KV cache, strided copies between buffers) and the selection ops a policy's speculation needs
  * (partial scores, threshold counts, top-k), and the policy path's gathers of selected rows and
- * attention over them, and the KV codec. Host registration and events follow (ARCHITECTURE.md). */
+ * attention over them, the KV codec, and queues (a second queue, events, asynchronous uploads,
+ * host memory registered for the device). */
 #ifndef IG_BACKEND_IFACE_H
 #define IG_BACKEND_IFACE_H
 
@@ -30,8 +31,9 @@
 #include "core/base/dtype.h"
 #include "core/base/status.h"
 
-/* 2: copy2d, attention_ws, attention, gather_rows, attention_rows, convert and the KV codec's
- * kvq_quantize / kvq_dequantize added (a version-1 table lacks them and is refused). */
+/* 2: copy2d, attention_ws, attention, gather_rows, attention_rows, convert, the KV codec's
+ * kvq_quantize / kvq_dequantize, and queues (fork, upload_async, events, host registration) added
+ * (a version-1 table lacks them and is refused). */
 #define IG_BE_IFACE_VERSION 2
 
 typedef struct ig_be ig_be;
@@ -136,6 +138,17 @@ typedef struct ig_be_iface {
                               uint8_t *out, ig_error *err);
     ig_status (*kvq_dequantize)(ig_be *be, const uint8_t *in, int64_t rows, int hd, int bits,
                                 int group, float *out, ig_error *err);
+    /* queues: a second queue of the same device, asynchronous uploads, events, host memory
+     * the device reads in place */
+    ig_status (*fork)(ig_be *be, ig_be **out, ig_error *err);
+    ig_status (*upload_async)(ig_be *be, void *dst, const void *host_src, size_t bytes,
+                              ig_error *err);
+    ig_status (*event_new)(ig_be *be, void **ev, ig_error *err);
+    void (*event_free)(ig_be *be, void *ev);
+    ig_status (*event_record)(ig_be *be, void *ev, ig_error *err);
+    ig_status (*event_wait)(ig_be *be, void *ev, ig_error *err);
+    ig_status (*host_register)(ig_be *be, void *p, size_t bytes, void **dev, ig_error *err);
+    ig_status (*host_unregister)(ig_be *be, void *p, ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -227,6 +240,29 @@ ig_status ig_be_kvq_quantize(ig_be *be, const float *x, int64_t rows, int hd, in
                              uint8_t *out, ig_error *err);
 ig_status ig_be_kvq_dequantize(ig_be *be, const uint8_t *in, int64_t rows, int hd, int bits,
                                int group, float *out, ig_error *err);
+/* Queues. A backend's ops run in order on its queue; ig_be_fork makes a sibling table on a new
+ * queue of the same device (buffers of either are buffers of both), to overlap copies with
+ * compute. Free a fork before the table it came from. On the host tables every op has finished
+ * when it returns, so events order nothing there and are tokens. */
+ig_status ig_be_fork(ig_be *be, ig_be **out, ig_error *err);
+/* Queues the copy of `bytes` host bytes to dst and returns at once where the backend is
+ * asynchronous: host_src must stay unchanged until the queue has passed this point (an event, a
+ * sync). Pinned host memory makes it truly asynchronous on CUDA. */
+ig_status ig_be_upload_async(ig_be *be, void *dst, const void *host_src, size_t bytes,
+                             ig_error *err);
+/* An event: recorded on one queue at the point reached so far, waited for by another (the waiting
+ * queue's later ops run after everything before the record; the host does not block). An event
+ * is re-recorded freely; free it with the table that made it. */
+ig_status ig_be_event_new(ig_be *be, void **ev, ig_error *err);
+void ig_be_event_free(ig_be *be, void *ev);
+ig_status ig_be_event_record(ig_be *be, void *ev, ig_error *err);
+ig_status ig_be_event_wait(ig_be *be, void *ev, ig_error *err);
+/* Host memory [p, p + bytes) made readable by the device in place (CUDA: page-locked and mapped,
+ * cudaHostRegister, keeping its NUMA placement); *dev is the address ops use for it (p itself on
+ * the host tables). Undo with ig_be_host_unregister before the memory is freed, after the queues
+ * reading it are synchronised. */
+ig_status ig_be_host_register(ig_be *be, void *p, size_t bytes, void **dev, ig_error *err);
+ig_status ig_be_host_unregister(ig_be *be, void *p, ig_error *err);
 /* rows x n in place, ig_cpu_softmax per row. */
 ig_status ig_be_softmax(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err);
 /* ig_cpu_partial_scores over `tables` tables (strides in elements; the layout of

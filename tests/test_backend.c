@@ -177,6 +177,10 @@ static void test_gather_rows(void) {
         CU_ASSERT_EQUAL(
             ig_be_gather_rows(be, dd, IS * RB, ds, ROWS * SRS, SRS, dst_t, 0, di, IS, dn, T, &err),
             IG_ERR_INVALID_ARG);
+        CU_ASSERT_EQUAL(ig_be_gather_rows(be, dd, IS * RB - 1, ds, ROWS * SRS, SRS, dst_t, RB, di,
+                                          IS, dn, T, &err),
+                        IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "dst_table_stride"));
         ig_be_release(be, ds);
         ig_be_release(be, dd);
         ig_be_release(be, dst_t);
@@ -495,6 +499,54 @@ static void test_codec(void) {
         ig_be_release(be, df);
         ig_be_release(be, dh);
         ig_be_release(be, dc);
+    }
+}
+
+/* Queues: an upload queued on a fork, an event recorded there and waited for on the table, then
+ * an op of the table reading what the fork wrote; and host memory registered for the device, read
+ * in place by gather_rows. On CUDA (the emulator checks it) the order comes from the event alone.
+ */
+static void test_queues(void) {
+    enum { N = 256, ROWS = 8, RB = 32 };
+    static float host[N], got[N];
+    fill(host, N);
+    static unsigned char home[ROWS * RB], gathered[3 * RB];
+    for (int i = 0; i < ROWS * RB; i++) home[i] = (unsigned char)(i * 29 + 1);
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi], *fork = NULL;
+        ig_error err;
+        CU_ASSERT_EQUAL_FATAL(ig_be_fork(be, &fork, &err), IG_OK);
+        CU_ASSERT_STRING_EQUAL(fork->caps.name, be->caps.name);
+        float *a = up(be, NULL, sizeof host), *b = up(be, NULL, sizeof host);
+        void *ev = NULL;
+        CU_ASSERT_EQUAL_FATAL(ig_be_event_new(fork, &ev, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_be_upload_async(fork, a, host, sizeof host, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_be_event_record(fork, ev, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_be_event_wait(be, ev, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_be_copy2d(be, b, sizeof host, a, sizeof host, sizeof host, 1, &err),
+                        IG_OK);
+        down(be, got, b, sizeof got);
+        CU_ASSERT(memcmp(got, host, sizeof got) == 0);
+        /* host memory registered: rows 6, 1, 6 of it gathered in place */
+        void *dev = NULL;
+        CU_ASSERT_EQUAL_FATAL(ig_be_host_register(be, home, sizeof home, &dev, &err), IG_OK);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(dev);
+        const int32_t idx[3] = {6, 1, 6}, n_sel[1] = {3};
+        int32_t *di = up(be, idx, sizeof idx), *dn = up(be, n_sel, sizeof n_sel);
+        unsigned char *dg = up(be, NULL, sizeof gathered);
+        CU_ASSERT_EQUAL(ig_be_gather_rows(be, dg, 3 * RB, dev, 0, RB, NULL, RB, di, 3, dn, 1, &err),
+                        IG_OK);
+        down(be, gathered, dg, sizeof gathered);
+        for (int j = 0; j < 3; j++)
+            CU_ASSERT(memcmp(gathered + j * RB, home + idx[j] * RB, RB) == 0);
+        CU_ASSERT_EQUAL(ig_be_sync(be, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_be_host_unregister(be, home, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_be_event_record(fork, NULL, &err), IG_ERR_INVALID_ARG);
+        ig_be_event_free(fork, ev);
+        ig_be_free(fork); /* before the table it came from */
+        void *bufs[] = {a, b, di, dn, dg};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ig_be_release(be, bufs[i]);
     }
 }
 
@@ -839,6 +891,7 @@ void ig_test_register(void) {
     CU_add_test(s, "gather_rows", test_gather_rows);
     CU_add_test(s, "attention_rows", test_attention_rows);
     CU_add_test(s, "codec", test_codec);
+    CU_add_test(s, "queues", test_queues);
     CU_add_test(s, "linear", test_linear);
     CU_add_test(s, "partial_scores", test_partial_scores);
     CU_add_test(s, "partial_scores_tab", test_partial_scores_tab);

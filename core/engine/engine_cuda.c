@@ -138,12 +138,13 @@ typedef struct cu_layer {
 
 struct ig_cu_engine {
     ig_cuda_ctx *ctx;
-    ig_cuda_stream_t cs, xs; /* compute, copy */
-    ig_dtype wt;             /* weights on the device: f16 (bf16 models: bf16) */
-    ig_cuda_qscratch qs;     /* prefill scratch of the compressed matrices (none: qs.buf NULL) */
+    ig_cuda_stream_t cs; /* compute: be's queue */
+    ig_dtype wt;         /* weights on the device: f16 (bf16 models: bf16) */
+    ig_cuda_qscratch qs; /* prefill scratch of the compressed matrices (none: qs.buf NULL) */
     cu_layer *layers;
     ig_layer *views; /* [n_layer]: layers as ig_layer (device pointers), what the layer reads */
     ig_be *be;       /* the "cuda" table over ctx, its stream and scratch: the layer's ops */
+    ig_be *be_copy;  /* a fork of be: the copy queue of the policy path's gathers */
     cu_weight lm_head;
     float *final_w, *final_b;
     /* activations [max_batch_tokens][...] */
@@ -167,7 +168,7 @@ struct ig_cu_engine {
     float *wsf_k, *wsf_v;                     /* quantized homes: the working set decoded to f32 */
     int32_t *idx_h[2], *nsel_h[2], *tab_h[2]; /* pinned staging */
     int32_t *idx_d[2], *nsel_d[2], *tab_d[2];
-    ig_cuda_event_t *ev;                 /* [2 * S]: gather (GPU batch, parity) done */
+    void **ev; /* [2 * S] events of be: gather (GPU batch, parity) done; NULL-terminated */
     float *dq, *dk, *dv, *datt, *dprobs; /* decode rows packed: [S][...] */
     uint8_t *codec_tmp;                  /* [S][G] encoded rows */
     float *probs_h;                      /* pinned */
@@ -250,9 +251,9 @@ void ig_cu_release_home(ig_cu_engine *c) {
     if (!c) return;
     ig_error err;
     if (c->cs) ig_cuda_stream_sync(c->cs, &err); /* gathers and decodes read the home */
-    if (c->xs) ig_cuda_stream_sync(c->xs, &err);
-    if (c->reg_k) ig_cuda_host_unregister(c->reg_k, &err);
-    if (c->reg_v) ig_cuda_host_unregister(c->reg_v, &err);
+    if (c->be_copy) ig_be_sync(c->be_copy, &err);
+    if (c->reg_k) ig_be_host_unregister(c->be, c->reg_k, &err);
+    if (c->reg_v) ig_be_host_unregister(c->be, c->reg_v, &err);
     c->reg_k = c->reg_v = NULL;
 }
 
@@ -261,9 +262,17 @@ void ig_cu_free(ig_cu_engine *c) {
     if (c->cs) {
         ig_error err;
         ig_cuda_stream_sync(c->cs, &err);
-        if (c->xs) ig_cuda_stream_sync(c->xs, &err);
+        if (c->be_copy) ig_be_sync(c->be_copy, &err);
     }
-    ig_be_free(c->be); /* first: it syncs the stream; ctx and scratch stay c's */
+    if (c->ev) {
+        for (int i = 0; c->ev[i]; i++) ig_be_event_free(c->be, c->ev[i]);
+        free(c->ev);
+    }
+    ig_error uerr;
+    if (c->reg_k) ig_be_host_unregister(c->be, c->reg_k, &uerr);
+    if (c->reg_v) ig_be_host_unregister(c->be, c->reg_v, &uerr);
+    ig_be_free(c->be_copy); /* a fork: before the table it came from */
+    ig_be_free(c->be);      /* it syncs the stream; ctx and scratch stay c's */
     free(c->views);
     if (c->layers) {
         /* n_layer is not kept here: layers is calloc'd with one zeroed sentinel after the last */
@@ -283,14 +292,6 @@ void ig_cu_free(ig_cu_engine *c) {
     void *pin[] = {c->idx_h[0], c->idx_h[1], c->nsel_h[0], c->nsel_h[1],
                    c->tab_h[0], c->tab_h[1], c->probs_h};
     for (size_t i = 0; i < sizeof pin / sizeof pin[0]; i++) ig_cuda_host_free(pin[i]);
-    if (c->ev) {
-        for (int i = 0; c->ev[i]; i++) ig_cuda_event_destroy(c->ev[i]);
-        free(c->ev);
-    }
-    if (c->xs) ig_cuda_stream_destroy(c->xs);
-    ig_error uerr;
-    if (c->reg_k) ig_cuda_host_unregister(c->reg_k, &uerr);
-    if (c->reg_v) ig_cuda_host_unregister(c->reg_v, &uerr);
     ig_cuda_ctx_destroy(c->ctx);
     free(c);
 }
@@ -308,7 +309,6 @@ static ig_status create(ig_engine *e, ig_cu_engine *c, ig_error *err) {
         return ig_error_set(err, IG_ERR_DEVICE, "no usable GPU: %s", why);
     IG_TRY(ig_cuda_ctx_create(0, &c->ctx, err));
     c->cs = ig_cuda_ctx_stream(c->ctx);
-    IG_TRY(ig_cuda_stream_create(&c->xs, err));
     ig_weight te = ig_model_tok_embd(e->model);
     c->wt = o->cuda_f32_weights         ? IG_DTYPE_F32
             : te.dtype == IG_DTYPE_BF16 ? IG_DTYPE_BF16
@@ -407,6 +407,7 @@ static ig_status create(ig_engine *e, ig_cu_engine *c, ig_error *err) {
         V->b_down = D->b_down;
     }
     IG_TRY(ig_be_cuda_wrap(c->ctx, &c->qs, c->xh, T * wide * ig_dtype_size(c->wt), &c->be, err));
+    IG_TRY(ig_be_fork(c->be, &c->be_copy, err));
     if (!o->policy) {
         size_t n = e->slot_floats * (size_t)o->max_seqs * (size_t)cf->n_layer;
         rc = alloc_f(&c->kc, n, err);
@@ -605,12 +606,10 @@ ig_status ig_cu_kv_setup(ig_engine *e, ig_kv_home *home, int64_t cap, size_t row
     void *hk = NULL, *hv = NULL, *kd = NULL, *vd = NULL;
     size_t hb = 0;
     ig_kv_home_row_memory(home, &hk, &hv, &hb);
-    IG_TRY(ig_cuda_host_register(hk, hb, 1, err));
+    IG_TRY(ig_be_host_register(c->be, hk, hb, &kd, err));
     c->reg_k = hk;
-    IG_TRY(ig_cuda_host_register(hv, hb, 1, err));
+    IG_TRY(ig_be_host_register(c->be, hv, hb, &vd, err));
     c->reg_v = hv;
-    IG_TRY(ig_cuda_host_device_ptr(&kd, hk, err));
-    IG_TRY(ig_cuda_host_device_ptr(&vd, hv, err));
     c->home_k = kd;
     c->home_v = vd;
     size_t ws = S * G * (size_t)cap * row_bytes;
@@ -639,7 +638,7 @@ ig_status ig_cu_kv_setup(ig_engine *e, ig_kv_home *home, int64_t cap, size_t row
                               err));
     c->ev = ig_calloc(2 * S + 1, sizeof *c->ev, err); /* NULL-terminated */
     if (!c->ev) return IG_ERR_NOMEM;
-    for (size_t i = 0; i < 2 * S; i++) IG_TRY(ig_cuda_event_create(&c->ev[i], 0, err));
+    for (size_t i = 0; i < 2 * S; i++) IG_TRY(ig_be_event_new(c->be, &c->ev[i], err));
     return IG_OK;
 }
 
@@ -659,22 +658,25 @@ void ig_cu_kv_gather(ig_engine *e, int layer, int buf, int q, int i0, int n, con
         }
     size_t nt = (size_t)n * (size_t)G;
     ig_error err;
-    ig_status rc = ig_cuda_copy_h2d_async(c->idx_d[buf] + t0 * cap, idx, nt * cap * 4, c->xs, &err);
-    if (rc == IG_OK) rc = ig_cuda_copy_h2d_async(c->nsel_d[buf] + t0, ns, nt * 4, c->xs, &err);
-    if (rc == IG_OK) rc = ig_cuda_copy_h2d_async(c->tab_d[buf] + t0, tab, nt * 4, c->xs, &err);
+    /* on the copy queue: the staging (pinned, double-buffered by parity) goes up, the rows are
+     * gathered from the mapped home, and the event tells the compute queue */
+    ig_be *xq = c->be_copy;
+    ig_status rc = ig_be_upload_async(xq, c->idx_d[buf] + t0 * cap, idx, nt * cap * 4, &err);
+    if (rc == IG_OK) rc = ig_be_upload_async(xq, c->nsel_d[buf] + t0, ns, nt * 4, &err);
+    if (rc == IG_OK) rc = ig_be_upload_async(xq, c->tab_d[buf] + t0, tab, nt * 4, &err);
     size_t tstride = cap * c->row_bytes, lo = (size_t)layer * c->layer_bytes;
     char *wk = (char *)c->ws_k[buf] + t0 * tstride, *wv = (char *)c->ws_v[buf] + t0 * tstride;
     if (rc == IG_OK)
-        rc = ig_cuda_gather_rows(wk, (int64_t)tstride, c->home_k + lo, (int64_t)tstride,
-                                 (int64_t)c->row_bytes, c->tab_d[buf] + t0, c->row_bytes,
-                                 c->idx_d[buf] + t0 * cap, (int64_t)cap, c->nsel_d[buf] + t0,
-                                 (int)nt, c->xs, &err);
+        rc = ig_be_gather_rows(xq, wk, (int64_t)tstride, c->home_k + lo, (int64_t)tstride,
+                               (int64_t)c->row_bytes, c->tab_d[buf] + t0, c->row_bytes,
+                               c->idx_d[buf] + t0 * cap, (int64_t)cap, c->nsel_d[buf] + t0, (int)nt,
+                               &err);
     if (rc == IG_OK)
-        rc = ig_cuda_gather_rows(wv, (int64_t)tstride, c->home_v + lo, (int64_t)tstride,
-                                 (int64_t)c->row_bytes, c->tab_d[buf] + t0, c->row_bytes,
-                                 c->idx_d[buf] + t0 * cap, (int64_t)cap, c->nsel_d[buf] + t0,
-                                 (int)nt, c->xs, &err);
-    if (rc == IG_OK) rc = ig_cuda_event_record(c->ev[q], c->xs, &err);
+        rc = ig_be_gather_rows(xq, wv, (int64_t)tstride, c->home_v + lo, (int64_t)tstride,
+                               (int64_t)c->row_bytes, c->tab_d[buf] + t0, c->row_bytes,
+                               c->idx_d[buf] + t0 * cap, (int64_t)cap, c->nsel_d[buf] + t0, (int)nt,
+                               &err);
+    if (rc == IG_OK) rc = ig_be_event_record(xq, c->ev[q], &err);
     keep_err(c, rc, &err);
 }
 
@@ -682,7 +684,7 @@ void ig_cu_kv_wait(ig_engine *e, int q) {
     ig_cu_engine *c = e->cu;
     if (c->sticky != IG_OK) return;
     ig_error err;
-    keep_err(c, ig_cuda_stream_wait_event(c->cs, c->ev[q], &err), &err);
+    keep_err(c, ig_be_event_wait(c->be, c->ev[q], &err), &err);
 }
 
 /* The new rows as attention sees them: through the codec (f16 rounding, or quantized), as the

@@ -479,6 +479,46 @@ static ig_status host_kvq_dequantize(ig_be *be, const uint8_t *in, int64_t rows,
     return IG_OK;
 }
 
+/* Queues on the host: every op has finished when it returns. */
+static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,
+                             ig_error *err);
+
+static ig_status host_fork(ig_be *be, ig_be **out, ig_error *err) {
+    return host_create(K(be), be->caps.name, be->caps.reference, out, err);
+}
+
+static ig_status host_event_new(ig_be *be, void **ev, ig_error *err) {
+    *ev = malloc(1); /* a token: nothing to order */
+    return *ev ? IG_OK : ig_error_set(err, IG_ERR_NOMEM, "backend %s: event", be->caps.name);
+}
+
+static void host_event_free(ig_be *be, void *ev) {
+    (void)be;
+    free(ev);
+}
+
+static ig_status host_event_op(ig_be *be, void *ev, ig_error *err) {
+    (void)be;
+    (void)ev;
+    (void)err;
+    return IG_OK;
+}
+
+static ig_status host_register(ig_be *be, void *p, size_t bytes, void **dev, ig_error *err) {
+    (void)be;
+    (void)bytes;
+    (void)err;
+    *dev = p;
+    return IG_OK;
+}
+
+static ig_status host_unregister(ig_be *be, void *p, ig_error *err) {
+    (void)be;
+    (void)p;
+    (void)err;
+    return IG_OK;
+}
+
 static const ig_be_iface g_host_iface = {
     IG_BE_IFACE_VERSION,
     host_destroy,
@@ -509,6 +549,14 @@ static const ig_be_iface g_host_iface = {
     host_convert,
     host_kvq_quantize,
     host_kvq_dequantize,
+    host_fork,
+    host_copy,
+    host_event_new,
+    host_event_free,
+    host_event_op,
+    host_event_op,
+    host_register,
+    host_unregister,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

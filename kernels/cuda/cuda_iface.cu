@@ -1,7 +1,8 @@
 // The CUDA backend's table (kernels/backend_iface.h): each op queues the launcher of
-// cuda_kernels.h / cuda_backend.h on the context's one stream. Buffers are device memory; upload
-// and download wait for their copy, so host buffers may be reused at once. Host code only (no
-// kernels here): on the CUDA emulator the same table runs the emulated launchers.
+// cuda_kernels.h / cuda_backend.h on the table's stream (the context's, or a fork's own). Buffers
+// are device memory; upload and download wait for their copy, so host buffers may be reused at
+// once. Host code only (no kernels here): on the CUDA emulator the same table runs the emulated
+// launchers.
 #include <stdlib.h>
 
 #include "kernels/cuda/cuda_iface.h"
@@ -11,6 +12,8 @@ namespace {
 struct cuda_ctx {
     ig_cuda_ctx *c;
     int owns_ctx;
+    ig_cuda_stream_t s; // the queue: the context's stream, or a fork's own
+    int owns_stream;
     void *scratch; // x rounded to f16/bf16 for narrow-weight GEMMs, grown once
     size_t scratch_bytes;
     int owns_scratch;
@@ -22,13 +25,14 @@ cuda_ctx *C(ig_be *be) {
 }
 
 ig_cuda_stream_t S(ig_be *be) {
-    return ig_cuda_ctx_stream(C(be)->c);
+    return C(be)->s;
 }
 
 void cu_destroy(ig_be *be) {
     cuda_ctx *c = C(be);
     ig_error err;
-    (void)ig_cuda_stream_sync(ig_cuda_ctx_stream(c->c), &err);
+    (void)ig_cuda_stream_sync(c->s, &err);
+    if (c->owns_stream) ig_cuda_stream_destroy(c->s);
     if (c->owns_scratch) ig_cuda_free(c->scratch);
     if (c->owns_ctx) ig_cuda_ctx_destroy(c->c);
     free(c);
@@ -209,6 +213,61 @@ ig_status cu_kvq_dequantize(ig_be *be, const uint8_t *in, int64_t rows, int hd, 
     return ig_cuda_kvq_dequantize_rows(in, rows, hd, bits, group, out, S(be), err);
 }
 
+ig_status new_table(cuda_ctx *c, ig_be **out, ig_error *err);
+
+ig_status cu_fork(ig_be *be, ig_be **out, ig_error *err) {
+    cuda_ctx *c = static_cast<cuda_ctx *>(calloc(1, sizeof(cuda_ctx)));
+    if (!c) return ig_error_set(err, IG_ERR_NOMEM, "backend cuda: fork");
+    c->c = C(be)->c;
+    c->qs = C(be)->qs;
+    ig_status rc = ig_cuda_stream_create(&c->s, err);
+    if (rc == IG_OK) {
+        c->owns_stream = 1;
+        rc = new_table(c, out, err);
+        if (rc != IG_OK) ig_cuda_stream_destroy(c->s);
+    }
+    if (rc != IG_OK) free(c);
+    return rc;
+}
+
+ig_status cu_upload_async(ig_be *be, void *dst, const void *src, size_t bytes, ig_error *err) {
+    return ig_cuda_copy_h2d_async(dst, src, bytes, S(be), err);
+}
+
+ig_status cu_event_new(ig_be *, void **ev, ig_error *err) {
+    ig_cuda_event_t e = NULL;
+    IG_TRY(ig_cuda_event_create(&e, 0, err));
+    *ev = e;
+    return IG_OK;
+}
+
+void cu_event_free(ig_be *, void *ev) {
+    ig_cuda_event_destroy(static_cast<ig_cuda_event_t>(ev));
+}
+
+ig_status cu_event_record(ig_be *be, void *ev, ig_error *err) {
+    return ig_cuda_event_record(static_cast<ig_cuda_event_t>(ev), S(be), err);
+}
+
+ig_status cu_event_wait(ig_be *be, void *ev, ig_error *err) {
+    return ig_cuda_stream_wait_event(S(be), static_cast<ig_cuda_event_t>(ev), err);
+}
+
+ig_status cu_host_register(ig_be *, void *p, size_t bytes, void **dev, ig_error *err) {
+    IG_TRY(ig_cuda_host_register(p, bytes, 1, err));
+    ig_status rc = ig_cuda_host_device_ptr(dev, p, err);
+    if (rc != IG_OK) {
+        ig_error e2;
+        (void)ig_cuda_host_unregister(p, &e2);
+        *dev = NULL;
+    }
+    return rc;
+}
+
+ig_status cu_host_unregister(ig_be *, void *p, ig_error *err) {
+    return ig_cuda_host_unregister(p, err);
+}
+
 const ig_be_iface g_cuda_iface = {
     IG_BE_IFACE_VERSION,
     cu_destroy,
@@ -239,6 +298,14 @@ const ig_be_iface g_cuda_iface = {
     cu_convert,
     cu_kvq_quantize,
     cu_kvq_dequantize,
+    cu_fork,
+    cu_upload_async,
+    cu_event_new,
+    cu_event_free,
+    cu_event_record,
+    cu_event_wait,
+    cu_host_register,
+    cu_host_unregister,
 };
 
 // A table over c (its fields set by the caller; ig_be_free frees c with it, the caller frees c
@@ -269,6 +336,7 @@ extern "C" ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
     ig_status rc = ig_cuda_ctx_create(device, &c->c, err);
     if (rc == IG_OK) {
         c->owns_ctx = 1;
+        c->s = ig_cuda_ctx_stream(c->c);
         rc = new_table(c, out, err);
         if (rc != IG_OK) ig_cuda_ctx_destroy(c->c);
     }
@@ -284,6 +352,7 @@ extern "C" ig_status ig_be_cuda_wrap(ig_cuda_ctx *ctx, const ig_cuda_qscratch *q
     cuda_ctx *c = static_cast<cuda_ctx *>(calloc(1, sizeof *c));
     if (!c) return ig_error_set(err, IG_ERR_NOMEM, "backend cuda");
     c->c = ctx;
+    c->s = ig_cuda_ctx_stream(ctx);
     if (qs) c->qs = *qs;
     c->scratch = x_scratch;
     c->scratch_bytes = x_scratch ? x_scratch_bytes : 0;
