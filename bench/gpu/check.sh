@@ -4,7 +4,8 @@
 #   bench/gpu/check.sh OUTDIR
 # 1. configures and builds igen with CUDA (Release, only the GPU's own architecture, from
 #    nvidia-smi's compute capability; never `native`) into $BUILD (default build-gpu/);
-# 2. runs the CUDA tests (ctest -L cuda: kernels vs CPU, host side, engine CUDA vs CPU);
+# 2. runs the CUDA tests (ctest -L cuda: kernels vs CPU, host side, the backend tables' conformance,
+#    engine CUDA vs CPU);
 # 3. measures pinned host->device bandwidth: cudaMemcpy of a large pinned buffer vs the KV row
 #    gather (bench_h2d);
 # 4. runs the throughput sweep bench/gpu/check.yaml (OPT-6.7B shape, dummy f16 weights on the GPU,
@@ -57,7 +58,7 @@ fi
 log "built in $build"
 
 # ---- CUDA tests ----
-# Bounded as a whole, not only per test (3 tests x 300 s would overrun the session's GPU time);
+# Bounded as a whole, not only per test (4 tests x 300 s would overrun the session's GPU time);
 # -k: a process stuck in the driver that ignores SIGTERM is killed, so the later steps still run.
 timeout -k 10 "${CHECK_CTEST_TIMEOUT_S:-240}" \
   bash -c 'cd "$1" && ctest -L cuda --output-on-failure --timeout 200' _ "$build" \
