@@ -510,7 +510,10 @@ static void test_queues(void) {
     enum { N = 256, ROWS = 8, RB = 32 };
     static float host[N], got[N];
     fill(host, N);
-    static unsigned char home[ROWS * RB], gathered[3 * RB];
+    /* a page of its own: registration page-locks whole pages */
+    static _Alignas(4096) unsigned char home_page[4096];
+    static unsigned char gathered[3 * RB];
+    unsigned char *home = home_page;
     for (int i = 0; i < ROWS * RB; i++) home[i] = (unsigned char)(i * 29 + 1);
     ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
     for (int bi = 0; bi < 3 && all[bi]; bi++) {
@@ -530,7 +533,8 @@ static void test_queues(void) {
         CU_ASSERT(memcmp(got, host, sizeof got) == 0);
         /* host memory registered: rows 6, 1, 6 of it gathered in place */
         void *dev = NULL;
-        CU_ASSERT_EQUAL_FATAL(ig_be_host_register(be, home, sizeof home, &dev, &err), IG_OK);
+        CU_ASSERT_EQUAL_FATAL(ig_be_host_register(be, home_page, sizeof home_page, &dev, &err),
+                              IG_OK);
         CU_ASSERT_PTR_NOT_NULL_FATAL(dev);
         const int32_t idx[3] = {6, 1, 6}, n_sel[1] = {3};
         int32_t *di = up(be, idx, sizeof idx), *dn = up(be, n_sel, sizeof n_sel);
@@ -541,7 +545,7 @@ static void test_queues(void) {
         for (int j = 0; j < 3; j++)
             CU_ASSERT(memcmp(gathered + j * RB, home + idx[j] * RB, RB) == 0);
         CU_ASSERT_EQUAL(ig_be_sync(be, &err), IG_OK);
-        CU_ASSERT_EQUAL(ig_be_host_unregister(be, home, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_be_host_unregister(be, home_page, &err), IG_OK);
         CU_ASSERT_EQUAL(ig_be_event_record(fork, NULL, &err), IG_ERR_INVALID_ARG);
         ig_be_event_free(fork, ev);
         ig_be_free(fork); /* before the table it came from */

@@ -331,6 +331,26 @@ static void test_dense_layers_access(void) {
  * head; adaptive: the threshold with alpha adapted per layer), and the budget accounting fields
  * are present. 128 decode steps after a 64-token prompt (measured off by at most 4.8%, adaptive at
  * 0.1; 4.0% with 256 steps). */
+/* A policy that reads W_q ahead (InfiniGen) with weights placed off the device: the run says that
+ * those reads are in no byte count (once), and says nothing when the weights are resident. */
+static void test_wq_streamed_warning(void) {
+    const char *base = "bench-decode --policy infinigen --set dense_layers=1 --batch 1 "
+                       "--prompt-len 8 --gen-len 2 --random";
+    const char *needle = "W_q one layer ahead";
+    char args[512];
+    run_out *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "%s --percent 50,50,100,0,100,0", base);
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    const char *at = strstr(r->err, needle);
+    CU_ASSERT_PTR_NOT_NULL(at);
+    if (at) CU_ASSERT_PTR_NULL(strstr(at + 1, needle)); /* once */
+    run(r, base);
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NULL(strstr(r->err, needle));
+    free(r);
+}
+
 static void test_infinigen_budget(void) {
     const char *model = ig_test_default_model();
     if (!model) {
@@ -381,6 +401,7 @@ void ig_test_register(void) {
     CU_add_test(s, "generate", test_generate);
     CU_add_test(s, "dense_layers_access", test_dense_layers_access);
     CU_add_test(s, "infinigen_budget", test_infinigen_budget);
+    CU_add_test(s, "wq_streamed_warning", test_wq_streamed_warning);
     CU_add_test(s, "backend_fallback", test_backend_fallback);
     CU_add_test(s, "offload", test_offload);
 }

@@ -259,18 +259,11 @@ void ig_cu_release_home(ig_cu_engine *c) {
 
 void ig_cu_free(ig_cu_engine *c) {
     if (!c) return;
-    if (c->cs) {
-        ig_error err;
-        ig_cuda_stream_sync(c->cs, &err);
-        if (c->be_copy) ig_be_sync(c->be_copy, &err);
-    }
+    ig_cu_release_home(c); /* both queues synchronised; done already when the engine frees */
     if (c->ev) {
         for (int i = 0; c->ev[i]; i++) ig_be_event_free(c->be, c->ev[i]);
         free(c->ev);
     }
-    ig_error uerr;
-    if (c->reg_k) ig_be_host_unregister(c->be, c->reg_k, &uerr);
-    if (c->reg_v) ig_be_host_unregister(c->be, c->reg_v, &uerr);
     ig_be_free(c->be_copy); /* a fork: before the table it came from */
     ig_be_free(c->be);      /* it syncs the stream; ctx and scratch stay c's */
     free(c->views);

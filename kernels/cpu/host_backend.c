@@ -38,11 +38,21 @@ typedef struct host_ctx {
     const host_kernels *k;
     void *ws; /* ig_cpu_topk's workspaces, one per thread, grown once */
     size_t ws_bytes;
-    float *aws; /* attention_rows: ig_cpu_attention_gather's workspace, grown once */
-    size_t aws_floats;
+    void *aws; /* attention_rows: ig_cpu_attention_gather's workspace (floats), grown once */
+    size_t aws_bytes;
     void *ptrs; /* attention_rows: the per-KV-head pointer lists of one sequence, grown once */
     size_t ptrs_bytes;
 } host_ctx;
+
+/* Grows *p to at least `bytes` (never shrinks): a workspace kept for the next call. */
+static ig_status grow(void **p, size_t *have, size_t bytes, const char *what, ig_error *err) {
+    if (bytes <= *have) return IG_OK;
+    void *n = realloc(*p, bytes);
+    if (!n) return ig_error_set(err, IG_ERR_NOMEM, "%s: workspace of %zu bytes", what, bytes);
+    *p = n;
+    *have = bytes;
+    return IG_OK;
+}
 
 /* Threads for a batched op of `items` independent rows or tables. */
 static int host_threads(const ig_be *be, int items) {
@@ -286,14 +296,7 @@ static ig_status host_topk(ig_be *be, const float *x, int64_t ldx, int rows, int
     }
     int nt = host_threads(be, rows);
     size_t per = c->k->reference ? 0 : (ig_cpu_topk_ws_bytes(n) + 63) / 64 * 64;
-    if (per * (size_t)nt > c->ws_bytes) {
-        void *ws = realloc(c->ws, per * (size_t)nt);
-        if (!ws)
-            return ig_error_set(err, IG_ERR_NOMEM, "topk: workspace of %zu bytes",
-                                per * (size_t)nt);
-        c->ws = ws;
-        c->ws_bytes = per * (size_t)nt;
-    }
+    IG_TRY(grow(&c->ws, &c->ws_bytes, per * (size_t)nt, "topk", err));
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int r = 0; r < rows; r++) {
         int64_t nr = n_rows ? n_rows[r] : n, kr = k_rows ? k_rows[r] : k;
@@ -332,16 +335,6 @@ static ig_status host_attention(ig_be *be, const float *q, int64_t n_q, int64_t 
                             need);
     ig_cpu_attention(q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd, scale, ws, ws_floats,
                      out);
-    return IG_OK;
-}
-
-/* Grows *p to at least `bytes` (never shrinks): a workspace kept for the next call. */
-static ig_status grow(void **p, size_t *have, size_t bytes, const char *what, ig_error *err) {
-    if (bytes <= *have) return IG_OK;
-    void *n = realloc(*p, bytes);
-    if (!n) return ig_error_set(err, IG_ERR_NOMEM, "%s: workspace of %zu bytes", what, bytes);
-    *p = n;
-    *have = bytes;
     return IG_OK;
 }
 
@@ -402,9 +395,7 @@ static ig_status host_attention_rows(ig_be *be, const ig_be_attn_rows *a, const 
     int64_t *ns = (int64_t *)(ip + G);
     if (!c->k->reference) {
         size_t f = ig_cpu_attention_gather_ws_floats(H, max_rows);
-        size_t have = c->aws_floats * sizeof(float);
-        IG_TRY(grow((void **)&c->aws, &have, f * sizeof(float), "attention_rows", err));
-        c->aws_floats = have / sizeof(float);
+        IG_TRY(grow(&c->aws, &c->aws_bytes, f * sizeof(float), "attention_rows", err));
     }
     size_t es = ig_dtype_size(a->kv_dtype);
     for (int b = 0; b < B; b++) {
@@ -443,7 +434,8 @@ static ig_status host_attention_rows(ig_be *be, const ig_be_attn_rows *a, const 
         if (c->k->reference)
             ig_ref_attention_gather(&ga, qb, pb, a->probs_stride, ob);
         else
-            ig_cpu_attention_gather(&ga, qb, c->aws, c->aws_floats, pb, a->probs_stride, ob);
+            ig_cpu_attention_gather(&ga, qb, c->aws, c->aws_bytes / sizeof(float), pb,
+                                    a->probs_stride, ob);
         for (int h = 0; pb && h < H; h++) {
             int64_t rows = ns[h / group] + a->n_extra;
             memset(pb + (size_t)h * (size_t)a->probs_stride + (size_t)rows, 0,
