@@ -67,6 +67,7 @@ static ig_status create(const ig_model *m, const ig_engine_opts *opts, int cuda,
         free(e);
         return brc;
     }
+    e->layer_be = e->be; /* the CUDA engine's own table replaces it (ig_cu_create) */
     size_t T = (size_t)o.max_batch_tokens, d = (size_t)c->d_model;
     size_t qd = (size_t)c->n_head * (size_t)c->head_dim;
     size_t kvd = (size_t)c->n_kv_head * (size_t)c->head_dim, f = (size_t)c->d_ffn;
@@ -166,8 +167,9 @@ ig_backend_kind ig_engine_backend(const ig_engine *e) {
 
 void ig_engine_free(ig_engine *e) {
     if (!e) return;
-    ig_cu_release_home(e->cu); /* first: waits for gathers reading the KV home, unregisters it */
-    ig_kv_run_free(e->kv);     /* the policy releases its buffers on the engine's table */
+    /* first the KV run: its working set waits for the table's work reading the KV home and
+     * unregisters it, the policy releases its buffers, on the table still alive */
+    ig_kv_run_free(e->kv);
     ig_cu_free(e->cu);
     if (e->k_cache)
         for (int l = 0; l < e->cfg.n_layer; l++) free(e->k_cache[l]);
@@ -339,9 +341,7 @@ static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig
                           .rope_cos = e->rope_cos,
                           .rope_sin = e->rope_sin,
                           .attn_ws = e->attn_ws,
-                          .attn_ws_floats = e->attn_ws_floats,
-                          .kv_begin = ig_kv_layer_begin_hook,
-                          .kv_attention = ig_kv_layer_attention_hook};
+                          .attn_ws_floats = e->attn_ws_floats};
     for (int l = 0; l < c->n_layer; l++) {
         bufs.kc = e->k_cache[l];
         bufs.vc = e->v_cache[l];

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/engine/engine_internal.h"
+#include "core/engine/kv_device.h"
 #include "core/base/log.h"
 #include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -55,8 +56,10 @@ struct ig_kv_run {
      * attention kernel, on the compute threads, as a GPU's attention kernel decodes the rows the
      * link brought; the transfer thread only times the link (copy access decodes there instead) */
     int decode_attn;
-    int direct;   /* inplace or decode_attn: the compute thread reads and writes the home rows */
-    int dev;      /* CUDA engine: the selected rows are gathered to the GPU, attention runs there */
+    int direct; /* inplace or decode_attn: the compute thread reads and writes the home rows */
+    int dev; /* the working set is in the layer table's memory (kv_device.c): the selected rows are
+              * gathered there, decode attention runs there (the CUDA engine's GPU) */
+    ig_kv_dev *kd;
     int cpu_attn; /* kv_access cpu (FlexGen's cpu_cache_compute): decode attention on the CPU */
     int L, S, G, H, hd, d;
     int C; /* max_ctx */
@@ -81,8 +84,9 @@ struct ig_kv_run {
     int n_dec;
     int *dec; /* indices into e->cur of the call's decode sequences */
     int *dec_slots;
-    float *xsel; /* [S][d] */
-    float *qsel; /* [S][H][hd] */
+    int64_t *dec_rows; /* [S]: row of each decode sequence of the current GPU batch, from i0 */
+    float *xsel;       /* [S][d] */
+    float *qsel;       /* [S][H][hd] */
     int32_t *victims;
     int32_t *all_idx; /* [cap] */
     float *shadow_k;  /* recall: [L][S][G][max_ctx][hd] */
@@ -142,7 +146,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->kv_dtype = o->kv_dtype;
     /* the policy's backend: the engine's own table (on CUDA its context and stream, so that the
      * policy's ops are ordered with the layer's) */
-    r->be = e->cu ? ig_cu_backend(e->cu) : e->be;
+    r->be = e->layer_be;
     ig_policy_params *own_params = NULL;
     const ig_policy_params *params = o->policy_params;
     if (!params) {
@@ -165,15 +169,16 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         const ig_layer *ly = ig_model_layer(e->model, l);
         r->wq[l] = (ig_policy_wq){ly->wq.data, ly->wq.dtype, ly->wq.rows, ly->wq.cols, ly->bq};
     }
-    if (e->cu) {
+    if (e->layer_views) { /* the layers as the table reads them: the policy's W_q there */
         r->wq_dev = ig_calloc((size_t)r->L, sizeof *r->wq_dev, err);
         if (!r->wq_dev) {
             ig_policy_params_free(own_params);
             return IG_ERR_NOMEM;
         }
         for (int l = 0; l < r->L; l++) {
-            ig_policy_wq *v = &r->wq_dev[l];
-            ig_cu_layer_wq(e->cu, l, &v->data, &v->dtype, &v->rows, &v->cols, &v->bias);
+            const ig_layer *ly = &e->layer_views[l];
+            r->wq_dev[l] =
+                (ig_policy_wq){ly->wq.data, ly->wq.dtype, ly->wq.rows, ly->wq.cols, ly->bq};
         }
     }
     ig_policy_env env = {r->wq, c, o->max_seqs, o->max_ctx, o->kv_dtype, r->be, r->wq_dev};
@@ -227,11 +232,12 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         r->cpu_attn = 1;
         acc = IG_KV_ACCESS_AUTO;
     }
-    if (e->cu && !r->cpu_attn) { /* CUDA: the working set is on the device */
+    if (r->be->caps.device_memory && !r->cpu_attn) { /* the working set in the table's memory */
         if (o->kv_disk_slots > 0)
             return ig_error_set(err, IG_ERR_UNSUPPORTED,
-                                "CUDA engine: KV homed on disk is not supported (use the CPU, or "
-                                "kv_access cpu)");
+                                "%s backend: KV homed on disk is not supported (use the CPU, or "
+                                "kv_access cpu)",
+                                r->be->caps.name);
         r->dev = 1;
         acc = IG_KV_ACCESS_COPY;
     }
@@ -307,6 +313,7 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->sels = ig_calloc(S, sizeof *r->sels, err);
     r->dec = ig_calloc(S, sizeof(int), err);
     r->dec_slots = ig_calloc(S, sizeof(int), err);
+    r->dec_rows = ig_calloc(S, sizeof(int64_t), err);
     r->bi = ig_calloc(S + 1, sizeof(int), err);
     r->jobs = ig_calloc(2 * S, sizeof *r->jobs, err);
     r->ticket = ig_calloc(2 * S, sizeof *r->ticket, err);
@@ -315,8 +322,8 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     r->victims = ig_malloc((capz + 1) * sizeof(int32_t), err);
     r->all_idx = ig_malloc(capz * sizeof(int32_t), err);
     if (!r->pf_k || !r->pf_v || !r->colsum || !r->probs || !r->gws || !r->extra_k || !r->extra_v ||
-        !r->views || !r->sels || !r->dec || !r->dec_slots || !r->bi || !r->jobs || !r->ticket ||
-        !r->xsel || !r->qsel || !r->victims || !r->all_idx)
+        !r->views || !r->sels || !r->dec || !r->dec_slots || !r->dec_rows || !r->bi || !r->jobs ||
+        !r->ticket || !r->xsel || !r->qsel || !r->victims || !r->all_idx)
         return IG_ERR_NOMEM;
     if (o->recall) {
         r->shadow_k = falloc((size_t)r->L * S * G * (size_t)o->max_ctx * hd, err);
@@ -324,23 +331,16 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         r->rmark = ig_calloc((size_t)o->max_ctx, 1, err);
         if (!r->shadow_k || !r->rscore || !r->rmark) return IG_ERR_NOMEM;
     }
-    if (r->dev) IG_TRY(ig_cu_kv_setup(e, r->home, cap, r->row_bytes, err));
+    if (r->dev)
+        IG_TRY(ig_kv_dev_create(r->be, r->home, &r->caps.codec, r->S, r->G, r->H, r->hd, cap,
+                                &r->kd, err));
     return IG_OK;
-}
-
-int ig_kv_run_device_attention(const ig_kv_run *r) {
-    return r->dev;
-}
-int ig_kv_run_wants_colsum(const ig_kv_run *r) {
-    return r->caps.wants_prefill_colsum;
-}
-const ig_kv_codec *ig_kv_run_codec(const ig_kv_run *r) {
-    return &r->caps.codec;
 }
 
 void ig_kv_run_free(ig_kv_run *r) {
     if (!r) return;
-    ig_xfer_free(r->xq); /* runs the jobs still queued (stores included) before it returns */
+    ig_xfer_free(r->xq);   /* runs the jobs still queued (stores included) before it returns */
+    ig_kv_dev_free(r->kd); /* waits for the table's work reading the home, unregisters it */
     if (r->st && r->ops) r->ops->fini(r->st);
     free(r->st);
     free(r->wq);
@@ -365,6 +365,7 @@ void ig_kv_run_free(ig_kv_run *r) {
     free(r->sels);
     free(r->dec);
     free(r->dec_slots);
+    free(r->dec_rows);
     free(r->bi);
     free(r->jobs);
     free(r->ticket);
@@ -459,6 +460,7 @@ void ig_kv_call_begin(ig_engine *e, int gpu_batch_seqs) {
     memset(r->sel_ok[0], 0, (size_t)r->S);
     memset(r->sel_ok[1], 0, (size_t)r->S);
     if (r->n_dec > 0) r->stats.decode_calls++;
+    if (r->kd) ig_kv_dev_clear_error(r->kd);
 }
 
 void ig_kv_gpu_batch(ig_engine *e, int b) {
@@ -556,9 +558,9 @@ static void submit_gather(ig_engine *e, int layer) {
     int buf = layer & 1, q = 2 * r->cb + buf, n = r->i1 - r->i0;
     gather_job *j = &r->jobs[q];
     IG_ASSERT(r->ticket[q] == 0 && n <= 256);
-    if (r->dev) { /* on the GPU's copy stream, ordered by event q */
-        ig_cu_kv_gather(e, layer, buf, q, r->i0, n, r->dec_slots + r->i0, r->sel_e[buf],
-                        r->sel_n[buf]);
+    if (r->dev) { /* on the table's copy queue, ordered by event q */
+        ig_kv_dev_gather(r->kd, layer, buf, q, r->i0, n, r->dec_slots + r->i0, r->sel_e[buf],
+                         r->sel_n[buf]);
         r->ticket[q] = 1;
         return;
     }
@@ -574,8 +576,8 @@ static void submit_gather(ig_engine *e, int layer) {
 static void wait_gather(ig_kv_run *r, int layer) {
     int q = 2 * r->cb + (layer & 1);
     if (!r->ticket[q]) return;
-    if (r->dev) { /* the compute stream waits for the copy stream (no host block) */
-        ig_cu_kv_wait(r->e, q);
+    if (r->dev) { /* the table's queue waits for the copy queue (no host block) */
+        ig_kv_dev_wait(r->kd, q);
         r->ticket[q] = 0;
         return;
     }
@@ -684,7 +686,7 @@ static void dense_ahead(ig_engine *e, int layer) {
     submit_gather(e, layer);
 }
 
-void ig_kv_layer_begin(ig_engine *e, int layer) {
+static void begin_step(ig_engine *e, int layer) {
     ig_kv_run *r = e->kv;
     if (r->i1 == r->i0) return;
     if (r->contig) { /* no selection: only the link's time for the rows, ahead as below */
@@ -783,6 +785,37 @@ static void store_new(ig_engine *e, int layer, int s) {
     r->stats.store_s += ig_time_s() - t0;
 }
 
+/* Whether sequence s's prefill attention runs on the layer's table (a first chunk, no column sums
+ * wanted, the working set in the table's memory), so that prefill_seq leaves it out. The new rows
+ * are laid out [kv_head][token][hd] in the table's f1 (d_ffn floats per row). */
+static int prefill_on_table(const ig_engine *e, int s) {
+    const ig_kv_run *r = e->kv;
+    size_t kvd = (size_t)r->G * (size_t)r->hd;
+    return r->dev && !is_decode(e, s) && e->p0[s] == 0 && !r->caps.wants_prefill_colsum &&
+           2 * kvd <= (size_t)e->cfg.d_ffn;
+}
+
+/* That attention: the new rows are the whole context; [token][kv_head][hd] rows are not the
+ * kernel's [kv_head][token][hd], so they go through f1 as scratch. */
+static ig_status prefill_table(ig_engine *e, const ig_layer_bufs *b, int s, ig_error *err) {
+    const ig_kv_run *r = e->kv;
+    size_t hd = (size_t)r->hd, kvd = (size_t)r->G * hd, qd = (size_t)r->H * hd;
+    size_t sr = (size_t)e->row0[s];
+    int64_t n = e->cur[s].n_tokens;
+    float *kt = b->f1, *vt = b->f1 + (size_t)n * kvd;
+    for (int g = 0; g < r->G; g++) {
+        IG_TRY(ig_be_copy2d(b->be, kt + (size_t)g * (size_t)n * hd, hd * sizeof(float),
+                            b->k + sr * kvd + (size_t)g * hd, kvd * sizeof(float),
+                            hd * sizeof(float), (size_t)n, err));
+        IG_TRY(ig_be_copy2d(b->be, vt + (size_t)g * (size_t)n * hd, hd * sizeof(float),
+                            b->v + sr * kvd + (size_t)g * hd, kvd * sizeof(float),
+                            hd * sizeof(float), (size_t)n, err));
+    }
+    return ig_be_attention(b->be, b->q + sr * qd, n, 0, kt, vt, n, r->H, r->G, r->hd,
+                           1.0f / sqrtf((float)r->hd), b->attn_ws, b->attn_ws_floats,
+                           b->att + sr * qd, err);
+}
+
 /* Prefill (or a chunk of it) of sequence s: dense causal attention over the existing entries and
  * the new rows, then the policy sees it, then the rows are stored. */
 static void prefill_seq(ig_engine *e, int layer, int s) {
@@ -822,8 +855,8 @@ static void prefill_seq(ig_engine *e, int layer, int s) {
         n_exist = all.n[g];
     }
     int64_t stride = n_exist + q->n_tokens;
-    /* CUDA engine: a first chunk without column sums was computed on the device */
-    int dev_pf = ig_cu_prefill_on_device(e, s);
+    /* a first chunk without column sums was computed on the layer's table */
+    int dev_pf = prefill_on_table(e, s);
     double t0 = ig_time_s();
     for (int g = 0; g < r->G && !dev_pf; g++) {
         float *kd = r->pf_k + (size_t)g * (size_t)stride * hd;
@@ -923,7 +956,7 @@ static void profile_add(ig_kv_run *r, int64_t ctx, double selected) {
     r->stats.len_steps[b] += 1;
 }
 
-/* dev_probs: the CUDA engine computed the attention (ig_cu_kv_decode); its probabilities. */
+/* dev_probs: the attention ran on the layer's table (ig_kv_dev_decode); its probabilities. */
 static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
     ig_kv_run *r = e->kv;
     int s = r->dec[i], slot = e->cur[s].slot, buf = layer & 1;
@@ -967,7 +1000,7 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
     const int32_t *idx[64];
     IG_ASSERT(r->G <= 64);
     const float *probs = dev_probs;
-    if (!r->dev) { /* else the CUDA engine attended (ig_cu_kv_decode) */
+    if (!r->dev) { /* else the table attended (ig_kv_dev_decode) */
         for (int g = 0; g < r->G; g++) {
             kb[g] = vb[g] = NULL;
             kenc[g] = venc[g] = NULL;
@@ -1050,7 +1083,7 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
     store_new(e, layer, s);
 }
 
-void ig_kv_layer_attention(ig_engine *e, int layer) {
+static void attention_step(ig_engine *e, int layer, const ig_layer_bufs *b) {
     ig_kv_run *r = e->kv;
     int buf = layer & 1;
     int n = r->i1 - r->i0;
@@ -1088,9 +1121,10 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
         if (!is_decode(e, s)) prefill_seq(e, layer, s);
     /* the batch's previous store job (of the previous layer): its staging is reused below */
     if (n > 0 && r->async_store) wait_store(r, r->cb);
-    if (r->dev && n > 0) { /* one batched attention on the GPU, then the hooks and stores here */
-        const float *pr =
-            ig_cu_kv_decode(e, buf, r->i0, n, r->dec, r->caps.wants_probs, r->probs_stride);
+    if (r->dev && n > 0) { /* one batched attention on the table, then the hooks and stores here */
+        for (int i = 0; i < n; i++) r->dec_rows[i] = e->row0[r->dec[r->i0 + i]];
+        const float *pr = ig_kv_dev_decode(r->kd, buf, r->i0, n, r->dec_rows, b->q, b->k, b->v,
+                                           b->att, r->caps.wants_probs);
         size_t per = (size_t)r->H * (size_t)r->probs_stride;
         for (int i = r->i0; i < r->i1; i++)
             decode_seq(e, layer, i, pr ? pr + (size_t)(i - r->i0) * per : NULL);
@@ -1104,14 +1138,38 @@ void ig_kv_layer_attention(ig_engine *e, int layer) {
     for (int i = r->i0; i < r->i1; i++) r->sel_ok[buf][r->dec_slots[i]] = 0;
 }
 
-ig_status ig_kv_layer_begin_hook(ig_engine *e, int layer, ig_error *err) {
-    (void)err;
-    ig_kv_layer_begin(e, layer);
-    return IG_OK;
+ig_status ig_kv_layer_begin(ig_engine *e, int layer, const ig_layer_bufs *b, ig_error *err) {
+    ig_kv_run *r = e->kv;
+    if (b->h != e->h) { /* the policy's hooks read the attention input on the host */
+        size_t d = (size_t)r->d, r0 = (size_t)e->br0, T = (size_t)(e->br1 - e->br0);
+        IG_TRY(ig_be_download(b->be, e->h + r0 * d, b->h + r0 * d, T * d * sizeof(float), err));
+    }
+    begin_step(e, layer);
+    return r->kd ? ig_kv_dev_error(r->kd, err) : IG_OK;
 }
 
-ig_status ig_kv_layer_attention_hook(ig_engine *e, int layer, ig_error *err) {
-    (void)err;
-    ig_kv_layer_attention(e, layer);
+ig_status ig_kv_layer_attention(ig_engine *e, int layer, const ig_layer_bufs *b, ig_error *err) {
+    ig_kv_run *r = e->kv;
+    size_t hd = (size_t)r->hd, kvd = (size_t)r->G * hd, qd = (size_t)r->H * hd;
+    size_t r0 = (size_t)e->br0, T = (size_t)(e->br1 - e->br0);
+    int mirror = b->q != e->q; /* the table's buffers are not the host ones */
+    if (mirror) {              /* what the policy's hooks, the host attention and the stores read */
+        IG_TRY(ig_be_download(b->be, e->q + r0 * qd, b->q + r0 * qd, T * qd * sizeof(float), err));
+        IG_TRY(
+            ig_be_download(b->be, e->k + r0 * kvd, b->k + r0 * kvd, T * kvd * sizeof(float), err));
+        IG_TRY(
+            ig_be_download(b->be, e->v + r0 * kvd, b->v + r0 * kvd, T * kvd * sizeof(float), err));
+    }
+    for (int s = e->bs0; s < e->bs1; s++)
+        if (prefill_on_table(e, s)) IG_TRY(prefill_table(e, b, s, err));
+    attention_step(e, layer, b);
+    if (r->kd) IG_TRY(ig_kv_dev_error(r->kd, err));
+    if (mirror) /* attention rows computed on the host go up */
+        for (int s = e->bs0; s < e->bs1; s++) {
+            if (is_decode(e, s) ? r->dev : prefill_on_table(e, s)) continue;
+            size_t sr = (size_t)e->row0[s], n = (size_t)e->cur[s].n_tokens;
+            IG_TRY(ig_be_upload(b->be, b->att + sr * qd, e->att + sr * qd, n * qd * sizeof(float),
+                                err));
+        }
     return IG_OK;
 }

@@ -1,9 +1,8 @@
 /* One transformer layer (OPT or Llama) over the rows of the current GPU batch, written once for
  * every backend: each op is a call through the backend table of the buffers it runs on
  * (ig_layer_bufs: host memory on the CPU engine, device memory on the CUDA engine). What differs
- * between the engines is where the buffers and weights are and, with a KV policy, the two steps of
- * the policy path (the bufs' kv_begin and kv_attention hooks): engine_kv.c's on the CPU engine,
- * engine_cuda.c's around them on the CUDA engine. */
+ * between the engines is where the buffers and weights are; with a KV policy the layer calls the
+ * policy path's two steps (engine_kv.c) with its buffers, the same calls on both. */
 #include <math.h>
 
 #include "core/engine/engine_internal.h"
@@ -71,7 +70,7 @@ ig_status ig_engine_layer_forward(ig_engine *e, int l, const ig_layer *L, const 
     float *k = b->k + r0 * kvd, *v = b->v + r0 * kvd, *att = b->att + r0 * qd;
     float *f1 = b->f1 + r0 * f, *f2 = b->f2 + r0 * f;
     IG_TRY(ig_engine_norm(e, be, x, L->attn_norm_w, L->attn_norm_b, T, h, err));
-    if (e->kv) IG_TRY(b->kv_begin(e, l, err)); /* select_ahead and on_prefill read h */
+    if (e->kv) IG_TRY(ig_kv_layer_begin(e, l, b, err)); /* select_ahead and on_prefill read h */
     IG_TRY(linear(e, b, h, T, &L->wq, L->bq, q, err));
     IG_TRY(linear(e, b, h, T, &L->wk, L->bk, k, err));
     IG_TRY(linear(e, b, h, T, &L->wv, L->bv, v, err));
@@ -83,7 +82,7 @@ ig_status ig_engine_layer_forward(ig_engine *e, int l, const ig_layer *L, const 
     }
     if (e->kv) {
         double t_kv = ig_time_s();
-        IG_TRY(b->kv_attention(e, l, err));
+        IG_TRY(ig_kv_layer_attention(e, l, b, err));
         e->stats.attention_s += ig_time_s() - t_kv;
     } else {
         IG_TRY(plain_attention(e, b, err));
