@@ -234,6 +234,10 @@ static ig_tier_ref tier_of(const ig_wstream_opts *o, int l, ig_wtensor g) {
     return o->place->tensor[(size_t)l * IG_WT_COUNT + (size_t)g];
 }
 
+ig_tier_kind ig_wstream_tier(const ig_wstream *ws, int l, ig_wtensor t) {
+    return tier_of(&ws->o, l, t).kind;
+}
+
 static struct host_block *host_block_of(ig_wstream *ws, int numa) {
     for (int i = 0; i < ws->n_hb; i++)
         if (ws->hb[i].numa == numa) return &ws->hb[i];

@@ -64,6 +64,8 @@ const char *ig_wstream_error(const ig_wstream *ws);
 size_t ig_wstream_device_bytes(const ig_wstream *ws);
 size_t ig_wstream_host_bytes(const ig_wstream *ws);
 size_t ig_wstream_disk_bytes(const ig_wstream *ws);
+/* The tier tensor group t of layer l is placed in (IG_TIER_DEVICE: resident). */
+ig_tier_kind ig_wstream_tier(const ig_wstream *ws, int l, ig_wtensor t);
 /* Bytes streamed to the device per forward pass (every non-device tensor once). */
 size_t ig_wstream_bytes_per_pass(const ig_wstream *ws);
 /* Waits for a load in flight (it updates the counters), then returns them. */

@@ -73,10 +73,10 @@ typedef struct ig_policy_env {
     /* [cfg->n_layer]: each layer's W_q, in host memory, valid from init to fini. A policy reads it
      * in place (on a device backend: wq_dev below) and does not count it in device_bytes: it is the
      * model's own copy, counted with the weights. A copy of its own (e.g. the artifact's partial
-     * weights) it would count. Known gap: with weights streamed from host or disk (CPU engine), a
-     * GPU run would need layer i+1's W_q during layer i, before the stream loads it (resident, or
-     * partial weights); those bytes are in no measured count yet (docs/ARCHITECTURE.md, issue 18
-     * step 4). NULL where a test drives hooks without a model. */
+     * weights) it would count. With weights placed off the device, a policy that sets
+     * caps.reads_wq has the engine count the W_q of its selected layers placed off the device as
+     * held resident (a GPU run needs layer i+1's W_q during layer i, before the stream loads it):
+     * ig_policy_budget_info.wq_device_bytes. NULL where a test drives hooks without a model. */
     const ig_policy_wq *wq;
     const ig_model_config *cfg;
     int n_slots;       /* sequences alive at once */
@@ -107,7 +107,7 @@ typedef struct ig_policy_caps {
      * accounting reports the other layers (the policy's selected layers) beside all layers. */
     int dense_layers;
     /* 1: the policy reads env->wq of its selected layers (speculation ahead of the layer). The
-     * engine warns when those weights are streamed from host or disk (policy.h, env->wq). */
+     * engine counts those placed off the device as held resident (env->wq above). */
     int reads_wq;
 } ig_policy_caps;
 

@@ -782,7 +782,7 @@ static void test_wq_handed_in(void) {
         memset(st, 0, ops->state_size);
         memset(&caps, 0, sizeof caps);
         CU_ASSERT_EQUAL_FATAL(ops->init(st, &env, params, &caps, &err), IG_OK);
-        CU_ASSERT_EQUAL(caps.reads_wq, 1); /* the engine warns when these are streamed */
+        CU_ASSERT_EQUAL(caps.reads_wq, 1); /* the engine counts those placed off the device */
         dev[v] = ops->device_bytes(st);
         ops->fini(st);
     }

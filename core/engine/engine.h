@@ -180,11 +180,15 @@ void *ig_engine_policy_state(const ig_engine *e);
 /* What a run's policy costs beside the rows it reads (zero without a policy). */
 typedef struct ig_policy_budget_info {
     int dense_layers;         /* layers the policy attends densely by its own rule */
-    size_t meta_device_bytes; /* metadata a GPU run holds on the device (partial keys, bounds) */
-    size_t meta_host_bytes;   /* metadata in host memory (pool counters) */
-    size_t kv_cache_bytes;    /* the whole KV cache at the engine's capacity (K and V, every
-                                 layer, slot and KV head at max_ctx, home row encoding) */
-    char budget[256];         /* the policy's budget in words ("every token" for dense ones) */
+    size_t meta_device_bytes; /* metadata a GPU run holds on the device (partial keys, bounds),
+                                 wq_device_bytes included */
+    /* W_q a policy reads one layer ahead (caps.reads_wq) of the layers whose W_q is placed off
+     * the device: a GPU run keeps those resident beside the stream (engine_kv.c) */
+    size_t wq_device_bytes;
+    size_t meta_host_bytes; /* metadata in host memory (pool counters) */
+    size_t kv_cache_bytes;  /* the whole KV cache at the engine's capacity (K and V, every
+                               layer, slot and KV head at max_ctx, home row encoding) */
+    char budget[256];       /* the policy's budget in words ("every token" for dense ones) */
 } ig_policy_budget_info;
 void ig_engine_policy_budget(const ig_engine *e, ig_policy_budget_info *out);
 /* Bytes of KV cache allocated, and bytes used by a sequence of n tokens. */

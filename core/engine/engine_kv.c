@@ -45,6 +45,7 @@ struct ig_kv_run {
     ig_be *be;            /* the engine's table, the policy's too (ig_policy_env.be); not owned */
     ig_policy_wq *wq;     /* [L]: each layer's W_q for the policy (ig_policy_env.wq) */
     ig_policy_wq *wq_dev; /* [L]: the CUDA engine's device copies (ig_policy_env.wq_dev) */
+    size_t wq_dev_bytes;  /* W_q read ahead, held resident beside a weight stream (create) */
     const ig_link_model *link; /* on: gathers and decode stores of host slots are throttled */
     void *st;
     ig_policy_caps caps;
@@ -191,13 +192,26 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         r->st = NULL;
         return rc;
     }
-    if (r->caps.reads_wq && o->weights &&
-        ig_wstream_host_bytes(o->weights) + ig_wstream_disk_bytes(o->weights) > 0)
-        IG_WARN("%s reads each selected layer's W_q one layer ahead, and weights are placed off "
-                "the device: a GPU run would need those W_q resident (or partial weights), and "
-                "those bytes are in neither the weight stream's traffic nor the policy's device "
-                "bytes",
-                ops->name);
+    /* A policy that reads W_q one layer ahead (InfiniGen's speculation of layer l during layer
+     * l-1) needs layer l's W_q before the weight stream brings layer l (FlexGen's order loads
+     * layer l during layer l-1, after the speculation has run). So a GPU run keeps the W_q of
+     * the selected layers resident, as the artifact keeps its partial weights; these are whole
+     * W_q (this engine projects with the whole matrix: on Llama RoPE sits between projection and
+     * skew), in the weights' own storage type. Counted as the policy's device metadata; only for
+     * layers whose W_q is placed off the device (a resident one is counted with the weights). */
+    if (r->caps.reads_wq && o->weights) {
+        for (int l = r->caps.dense_layers; l < r->L; l++) {
+            if (ig_wstream_tier(o->weights, l, IG_WT_Q) == IG_TIER_DEVICE) continue;
+            const ig_policy_wq *w = &r->wq[l];
+            r->wq_dev_bytes += (size_t)w->rows * ig_dtype_row_bytes(w->dtype, w->cols) +
+                               (w->bias ? (size_t)w->rows * sizeof(float) : 0);
+        }
+        if (r->wq_dev_bytes)
+            IG_INFO("%s reads each selected layer's W_q one layer ahead; those placed off the "
+                    "device (%.1f MiB) are counted as the policy's device metadata, held "
+                    "resident as a GPU run would",
+                    ops->name, (double)r->wq_dev_bytes / (1 << 20));
+    }
     int64_t cap = 1;
     for (int l = 0; l < r->L; l++) {
         int64_t cl = ops->capacity(r->st, l, o->max_ctx);
@@ -426,12 +440,14 @@ size_t ig_kv_run_device_bytes(const ig_kv_run *r) {
     size_t elem = ig_dtype_size(r->kv_dtype); /* a GPU run keeps the working set in the KV dtype */
     size_t ws = 2 * 2 * (size_t)r->S * (size_t)r->G * (size_t)r->cap * (size_t)r->hd * elem;
     if (r->cpu_attn) ws = 0; /* attention on the CPU: no working set on the device */
-    return ws + (r->ops->device_bytes ? r->ops->device_bytes(r->st) : 0);
+    return ws + (r->ops->device_bytes ? r->ops->device_bytes(r->st) : 0) + r->wq_dev_bytes;
 }
 
 void ig_kv_run_policy_budget(const ig_kv_run *r, ig_policy_budget_info *out) {
     out->dense_layers = r->caps.dense_layers;
-    out->meta_device_bytes = r->ops->device_bytes ? r->ops->device_bytes(r->st) : 0;
+    out->meta_device_bytes =
+        (r->ops->device_bytes ? r->ops->device_bytes(r->st) : 0) + r->wq_dev_bytes;
+    out->wq_device_bytes = r->wq_dev_bytes;
     out->meta_host_bytes = r->ops->host_bytes ? r->ops->host_bytes(r->st) : 0;
     out->kv_cache_bytes =
         2 * (size_t)r->L * (size_t)r->S * (size_t)r->G * (size_t)r->C * r->row_bytes;

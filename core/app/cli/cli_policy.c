@@ -125,6 +125,8 @@ void ig_cli_policy_budget_json(const ig_engine *e, json_object *o) {
     json_object_object_add(o, "policy_dense_layers", json_object_new_int(b.dense_layers));
     json_object_object_add(o, "policy_meta_device_bytes",
                            json_object_new_int64((int64_t)b.meta_device_bytes));
+    json_object_object_add(o, "policy_wq_device_bytes",
+                           json_object_new_int64((int64_t)b.wq_device_bytes));
     json_object_object_add(o, "policy_meta_host_bytes",
                            json_object_new_int64((int64_t)b.meta_host_bytes));
     json_object_object_add(
@@ -206,6 +208,9 @@ void ig_cli_policy_print(const ig_cli_policy *p, const ig_engine *e, FILE *f) {
     fprintf(f, "\nkv: budget: %s; metadata %.1f MiB on the device (%.2f%% of the KV cache)",
             b.budget, (double)b.meta_device_bytes / (1 << 20),
             100 * per((double)b.meta_device_bytes, (double)b.kv_cache_bytes));
+    if (b.wq_device_bytes)
+        fprintf(f, ", of which %.1f MiB W_q read ahead (placed off the device, held resident)",
+                (double)b.wq_device_bytes / (1 << 20));
     if (s.recall_n > 0) fprintf(f, ", recall %.3f", s.recall_sum / (double)s.recall_n);
     fputc('\n', f);
 }
