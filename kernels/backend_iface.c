@@ -54,6 +54,8 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
         t->event_wait != NULL,
         t->host_register != NULL,
         t->host_unregister != NULL,
+        t->attention_colsum_ws != NULL,
+        t->attention_colsum != NULL,
     };
     static const char *names[] = {"destroy",
                                   "alloc",
@@ -90,7 +92,9 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
                                   "event_record",
                                   "event_wait",
                                   "host_register",
-                                  "host_unregister"};
+                                  "host_unregister",
+                                  "attention_colsum_ws",
+                                  "attention_colsum"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -325,6 +329,27 @@ ig_status ig_be_attention(ig_be *be, const float *q, int64_t n_q, int64_t p0, co
     CHECK(q && k && v && out, "attention: NULL q, k, v or out");
     return be->iface->attention(be, q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd, scale,
                                 ws, ws_floats, out, err);
+}
+
+size_t ig_be_attention_colsum_ws(ig_be *be, int64_t n_q, int64_t n_ctx, int n_head, int hd) {
+    if (n_q <= 0 || n_ctx <= 0 || n_head <= 0 || hd <= 0) return 0;
+    return be->iface->attention_colsum_ws(be, n_q, n_ctx, n_head, hd);
+}
+
+ig_status ig_be_attention_colsum(ig_be *be, const float *q, int64_t n_q, int64_t p0, const float *k,
+                                 const float *v, int64_t stride_tokens, int n_head, int n_kv_head,
+                                 int hd, float scale, float *ws, size_t ws_floats, float *colsum,
+                                 int64_t colsum_stride, float *out, ig_error *err) {
+    CHECK(n_q >= 0 && p0 >= 0 && n_head > 0 && n_kv_head > 0 && n_head % n_kv_head == 0 && hd > 0,
+          "attention_colsum: n_q=%lld p0=%lld n_head=%d n_kv_head=%d hd=%d", (long long)n_q,
+          (long long)p0, n_head, n_kv_head, hd);
+    CHECK(stride_tokens >= p0 + n_q && colsum_stride >= p0 + n_q,
+          "attention_colsum: stride_tokens=%lld or colsum_stride=%lld < p0 + n_q = %lld",
+          (long long)stride_tokens, (long long)colsum_stride, (long long)(p0 + n_q));
+    if (n_q == 0) return IG_OK;
+    CHECK(q && k && v && out && colsum, "attention_colsum: NULL q, k, v, colsum or out");
+    return be->iface->attention_colsum(be, q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd,
+                                       scale, ws, ws_floats, colsum, colsum_stride, out, err);
 }
 
 ig_status ig_be_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,

@@ -32,9 +32,10 @@
 #include "core/base/status.h"
 
 /* 2: copy2d, attention_ws, attention, gather_rows, attention_rows, convert, the KV codec's
- * kvq_quantize / kvq_dequantize, and queues (fork, upload_async, events, host registration) added
- * (a version-1 table lacks them and is refused). */
-#define IG_BE_IFACE_VERSION 2
+ * kvq_quantize / kvq_dequantize, and queues (fork, upload_async, events, host registration) added.
+ * 3: attention_colsum_ws, attention_colsum (causal attention with each key's probability sums).
+ * A table of an earlier version lacks slots and is refused. */
+#define IG_BE_IFACE_VERSION 3
 
 typedef struct ig_be ig_be;
 
@@ -149,6 +150,12 @@ typedef struct ig_be_iface {
     ig_status (*event_wait)(ig_be *be, void *ev, ig_error *err);
     ig_status (*host_register)(ig_be *be, void *p, size_t bytes, void **dev, ig_error *err);
     ig_status (*host_unregister)(ig_be *be, void *p, ig_error *err);
+    /* 3: prefill attention that also reports what each key received (H2O's prompt scores) */
+    size_t (*attention_colsum_ws)(ig_be *be, int64_t n_q, int64_t n_ctx, int n_head, int hd);
+    ig_status (*attention_colsum)(ig_be *be, const float *q, int64_t n_q, int64_t p0,
+                                  const float *k, const float *v, int64_t stride_tokens, int n_head,
+                                  int n_kv_head, int hd, float scale, float *ws, size_t ws_floats,
+                                  float *colsum, int64_t colsum_stride, float *out, ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -263,6 +270,18 @@ ig_status ig_be_event_wait(ig_be *be, void *ev, ig_error *err);
  * reading it are synchronised. */
 ig_status ig_be_host_register(ig_be *be, void *p, size_t bytes, void **dev, ig_error *err);
 ig_status ig_be_host_unregister(ig_be *be, void *p, ig_error *err);
+/* ig_be_attention that also adds, for each query head h and key j < p0 + n_q, the sum over this
+ * call's queries of their softmax probability of key j into colsum[h * colsum_stride + j]
+ * (colsum_stride >= p0 + n_q; ig_cpu_attention_colsum): H2O's heavy-hitter scores of a prompt.
+ * out is what ig_be_attention computes on the same table (bitwise on the host tables); the sums
+ * agree across tables to float rounding (the cpu table: bitwise for any thread count). ws: a
+ * buffer of the backend of ig_be_attention_colsum_ws floats (the cpu table refuses one too small
+ * for one thread; cuda keeps each query's softmax maximum and sum there). */
+size_t ig_be_attention_colsum_ws(ig_be *be, int64_t n_q, int64_t n_ctx, int n_head, int hd);
+ig_status ig_be_attention_colsum(ig_be *be, const float *q, int64_t n_q, int64_t p0, const float *k,
+                                 const float *v, int64_t stride_tokens, int n_head, int n_kv_head,
+                                 int hd, float scale, float *ws, size_t ws_floats, float *colsum,
+                                 int64_t colsum_stride, float *out, ig_error *err);
 /* rows x n in place, ig_cpu_softmax per row. */
 ig_status ig_be_softmax(ig_be *be, float *x, int64_t rows, int64_t n, ig_error *err);
 /* ig_cpu_partial_scores over `tables` tables (strides in elements; the layout of

@@ -241,6 +241,79 @@ static void test_attention(void) {
     }
 }
 
+/* Causal attention with column sums (H2O's prompt scores): the same two cases, the sums added onto
+ * what colsum held; on every table out is bitwise what ig_be_attention gives on that table, the
+ * sums agree with the cpu table's, and each query head's sums add up to the number of queries
+ * (each query's probabilities sum to 1). */
+static void test_attention_colsum(void) {
+    enum { NH = 4, NKV = 2, HD = 32, CTX = 48, NQ = 12, CS = CTX + 3 };
+    const int64_t cases[2][2] = {{NQ, 5}, {1, 40}}; /* n_q, p0 */
+    static float kc[NKV * CTX * HD], vc[NKV * CTX * HD], q[NQ * NH * HD], cs0[NH * CS];
+    fill(kc, NKV * CTX * HD);
+    fill(vc, NKV * CTX * HD);
+    fill(q, NQ * NH * HD);
+    for (int i = 0; i < NH * CS; i++) cs0[i] = 0.25f * (float)(i % 7); /* sums are added */
+    float scale = 1.0f / sqrtf((float)HD);
+    static float want_cs[2][NH * CS], got_cs[NH * CS], out_a[NQ * NH * HD], out_c[NQ * NH * HD];
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        float *dk = up(be, kc, sizeof kc), *dv = up(be, vc, sizeof vc), *dq = up(be, q, sizeof q);
+        float *dout = up(be, NULL, sizeof out_a), *dcs = up(be, cs0, sizeof cs0);
+        size_t wsa = ig_be_attention_ws(be, NQ, CTX, NH, HD);
+        size_t wsf = ig_be_attention_colsum_ws(be, NQ, CTX, NH, HD);
+        float *wa = wsa ? up(be, NULL, wsa * sizeof(float)) : NULL;
+        float *ws = wsf ? up(be, NULL, wsf * sizeof(float)) : NULL;
+        for (int ci = 0; ci < 2; ci++) {
+            int64_t n_q = cases[ci][0], p0 = cases[ci][1];
+            size_t n = (size_t)n_q * NH * HD;
+            CU_ASSERT_EQUAL_FATAL(ig_be_upload(be, dcs, cs0, sizeof cs0, &err), IG_OK);
+            CU_ASSERT_EQUAL_FATAL(ig_be_attention_colsum(be, dq, n_q, p0, dk, dv, CTX, NH, NKV, HD,
+                                                         scale, ws, wsf, dcs, CS, dout, &err),
+                                  IG_OK);
+            down(be, out_c, dout, n * sizeof(float));
+            down(be, bi == 0 ? want_cs[ci] : got_cs, dcs, sizeof got_cs);
+            CU_ASSERT_EQUAL_FATAL(ig_be_attention(be, dq, n_q, p0, dk, dv, CTX, NH, NKV, HD, scale,
+                                                  wa, wsa, dout, &err),
+                                  IG_OK);
+            down(be, out_a, dout, n * sizeof(float));
+            CU_ASSERT_EQUAL(memcmp(out_a, out_c, n * sizeof(float)), 0);
+            const float *cs = bi == 0 ? want_cs[ci] : got_cs;
+            for (int h = 0; h < NH; h++) {
+                double tot = 0;
+                for (int j = 0; j < CS; j++) {
+                    double add = cs[h * CS + j] - cs0[h * CS + j];
+                    if (j >= p0 + n_q) CU_ASSERT_EQUAL(add, 0.0); /* keys no query sees */
+                    tot += add;
+                }
+                CU_ASSERT(fabs(tot - (double)n_q) <= 1e-4 * (double)n_q);
+            }
+            if (bi > 0)
+                report(ci == 0 ? "colsum-pre" : "colsum-dec", be,
+                       rel_diff(want_cs[ci], got_cs, NH * CS), 1e-5);
+        }
+        /* a colsum row shorter than the positions is refused on every table */
+        CU_ASSERT_EQUAL(ig_be_attention_colsum(be, dq, NQ, 5, dk, dv, CTX, NH, NKV, HD, scale, ws,
+                                               wsf, dcs, NQ + 4, dout, &err),
+                        IG_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "colsum_stride"));
+        if (wsf) { /* a workspace too small is refused (cpu: for one thread; cuda: the maxima) */
+            CU_ASSERT_EQUAL(ig_be_attention_colsum(be, dq, NQ, 5, dk, dv, CTX, NH, NKV, HD, scale,
+                                                   ws, 1, dcs, CS, dout, &err),
+                            IG_ERR_INVALID_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "workspace"));
+        }
+        ig_be_release(be, dk);
+        ig_be_release(be, dv);
+        ig_be_release(be, dq);
+        ig_be_release(be, dout);
+        ig_be_release(be, dcs);
+        ig_be_release(be, wa);
+        ig_be_release(be, ws);
+    }
+}
+
 static void test_norms_rope_elementwise(void) {
     enum { R = 5, D = 96, NH = 3, HD = 32, ROT = 24, MAXP = 40 };
     float x[R * D], w[D], b[D], g[R * D], u[R * D], cosb[MAXP * ROT / 2], sinb[MAXP * ROT / 2];
@@ -842,6 +915,9 @@ static void test_checks(void) {
     t.version = 1; /* a table written before attention and copy2d joined */
     CU_ASSERT_EQUAL(ig_be_iface_check(&t, "old", &err), IG_ERR_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "interface version 1"));
+    t.version = 2; /* a table written before attention_colsum joined */
+    CU_ASSERT_EQUAL(ig_be_iface_check(&t, "old", &err), IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "interface version 2"));
     t = *g_cpu->iface;
     t.attention = NULL;
     CU_ASSERT_EQUAL(ig_be_iface_check(&t, "stub", &err), IG_ERR_INVALID_ARG);
@@ -892,6 +968,7 @@ void ig_test_register(void) {
     CU_add_test(s, "copy2d", test_copy2d);
     CU_add_test(s, "norms_rope_elementwise", test_norms_rope_elementwise);
     CU_add_test(s, "attention", test_attention);
+    CU_add_test(s, "attention_colsum", test_attention_colsum);
     CU_add_test(s, "gather_rows", test_gather_rows);
     CU_add_test(s, "attention_rows", test_attention_rows);
     CU_add_test(s, "codec", test_codec);

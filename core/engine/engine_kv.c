@@ -73,7 +73,9 @@ struct ig_kv_run {
     float *ws_k[2], *ws_v[2]; /* copy mode: [S][G][cap][hd] */
     float *pf_k, *pf_v;       /* prefill: [G][cap + max_new][hd] */
     float *colsum;            /* [H][cap + max_new] */
-    float *cws;               /* workspace of the attention kernel with column sums */
+    float *dcolsum, *dcws;    /* dev with column sums: a first chunk's on the table, its ws */
+    size_t dcws_floats;
+    float *cws; /* workspace of the attention kernel with column sums */
     size_t cws_floats;
     float *gws;
     size_t gws_floats;
@@ -348,12 +350,23 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
     if (r->dev)
         IG_TRY(ig_kv_dev_create(r->be, r->home, &r->caps.codec, r->S, r->G, r->H, r->hd, cap,
                                 &r->kd, err));
+    if (r->dev && r->caps.wants_prefill_colsum) { /* a first chunk's sums on the table */
+        r->dcolsum = ig_be_alloc(r->be, H * (size_t)r->max_new * sizeof(float), err);
+        if (!r->dcolsum) return IG_ERR_NOMEM;
+        r->dcws_floats = ig_be_attention_colsum_ws(r->be, r->max_new, r->max_new, r->H, r->hd);
+        if (r->dcws_floats) {
+            r->dcws = ig_be_alloc(r->be, r->dcws_floats * sizeof(float), err);
+            if (!r->dcws) return IG_ERR_NOMEM;
+        }
+    }
     return IG_OK;
 }
 
 void ig_kv_run_free(ig_kv_run *r) {
     if (!r) return;
-    ig_xfer_free(r->xq);   /* runs the jobs still queued (stores included) before it returns */
+    ig_xfer_free(r->xq); /* runs the jobs still queued (stores included) before it returns */
+    if (r->dcolsum) ig_be_release(r->be, r->dcolsum);
+    if (r->dcws) ig_be_release(r->be, r->dcws);
     ig_kv_dev_free(r->kd); /* waits for the table's work reading the home, unregisters it */
     if (r->st && r->ops) r->ops->fini(r->st);
     free(r->st);
@@ -801,18 +814,18 @@ static void store_new(ig_engine *e, int layer, int s) {
     r->stats.store_s += ig_time_s() - t0;
 }
 
-/* Whether sequence s's prefill attention runs on the layer's table (a first chunk, no column sums
- * wanted, the working set in the table's memory), so that prefill_seq leaves it out. The new rows
- * are laid out [kv_head][token][hd] in the table's f1 (d_ffn floats per row). */
+/* Whether sequence s's prefill attention runs on the layer's table (a first chunk, the working set
+ * in the table's memory) instead of on the host over a copy of the rows. The new rows are laid out
+ * [kv_head][token][hd] in the table's f1 (d_ffn floats per row). */
 static int prefill_on_table(const ig_engine *e, int s) {
     const ig_kv_run *r = e->kv;
     size_t kvd = (size_t)r->G * (size_t)r->hd;
-    return r->dev && !is_decode(e, s) && e->p0[s] == 0 && !r->caps.wants_prefill_colsum &&
-           2 * kvd <= (size_t)e->cfg.d_ffn;
+    return r->dev && !is_decode(e, s) && e->p0[s] == 0 && 2 * kvd <= (size_t)e->cfg.d_ffn;
 }
 
 /* That attention: the new rows are the whole context; [token][kv_head][hd] rows are not the
- * kernel's [kv_head][token][hd], so they go through f1 as scratch. */
+ * kernel's [kv_head][token][hd], so they go through f1 as scratch. With column sums wanted they are
+ * computed there too and come down into r->colsum, [H][n_tokens]. */
 static ig_status prefill_table(ig_engine *e, const ig_layer_bufs *b, int s, ig_error *err) {
     const ig_kv_run *r = e->kv;
     size_t hd = (size_t)r->hd, kvd = (size_t)r->G * hd, qd = (size_t)r->H * hd;
@@ -827,14 +840,22 @@ static ig_status prefill_table(ig_engine *e, const ig_layer_bufs *b, int s, ig_e
                             b->v + sr * kvd + (size_t)g * hd, kvd * sizeof(float),
                             hd * sizeof(float), (size_t)n, err));
     }
-    return ig_be_attention(b->be, b->q + sr * qd, n, 0, kt, vt, n, r->H, r->G, r->hd,
-                           1.0f / sqrtf((float)r->hd), b->attn_ws, b->attn_ws_floats,
-                           b->att + sr * qd, err);
+    float scale = 1.0f / sqrtf((float)r->hd);
+    if (!r->caps.wants_prefill_colsum)
+        return ig_be_attention(b->be, b->q + sr * qd, n, 0, kt, vt, n, r->H, r->G, r->hd, scale,
+                               b->attn_ws, b->attn_ws_floats, b->att + sr * qd, err);
+    size_t cs_bytes = (size_t)r->H * (size_t)n * sizeof(float);
+    memset(r->colsum, 0, cs_bytes);
+    IG_TRY(ig_be_upload(b->be, r->dcolsum, r->colsum, cs_bytes, err));
+    IG_TRY(ig_be_attention_colsum(b->be, b->q + sr * qd, n, 0, kt, vt, n, r->H, r->G, r->hd, scale,
+                                  r->dcws, r->dcws_floats, r->dcolsum, n, b->att + sr * qd, err));
+    return ig_be_download(b->be, r->colsum, r->dcolsum, cs_bytes, err);
 }
 
 /* Prefill (or a chunk of it) of sequence s: dense causal attention over the existing entries and
  * the new rows, then the policy sees it, then the rows are stored. */
-static void prefill_seq(ig_engine *e, int layer, int s) {
+static ig_status prefill_seq(ig_engine *e, int layer, int s, const ig_layer_bufs *b,
+                             ig_error *err) {
     ig_kv_run *r = e->kv;
     const ig_seq_tokens *q = &e->cur[s];
     const ig_model_config *c = &e->cfg;
@@ -860,7 +881,7 @@ static void prefill_seq(ig_engine *e, int layer, int s) {
                                  e->p0[s] + q->n_tokens};
             r->ops->on_prefill(r->st, layer, q->slot, &v);
         }
-        return;
+        return IG_OK;
     }
     /* Existing entries (a previous chunk) in entry order, then the new rows; one table per head. */
     int64_t n_exist = 0;
@@ -871,7 +892,7 @@ static void prefill_seq(ig_engine *e, int layer, int s) {
         n_exist = all.n[g];
     }
     int64_t stride = n_exist + q->n_tokens;
-    /* a first chunk without column sums was computed on the layer's table */
+    /* a first chunk with the working set on the layer's table: attention (and column sums) there */
     int dev_pf = prefill_on_table(e, s);
     double t0 = ig_time_s();
     for (int g = 0; g < r->G && !dev_pf; g++) {
@@ -890,6 +911,8 @@ static void prefill_seq(ig_engine *e, int layer, int s) {
     t0 = ig_time_s();
     float *colsum = NULL;
     if (dev_pf) {
+        IG_TRY(prefill_table(e, b, s, err));
+        if (r->caps.wants_prefill_colsum) colsum = r->colsum;
     } else if (r->caps.wants_prefill_colsum) {
         colsum = r->colsum;
         memset(colsum, 0, (size_t)r->H * (size_t)stride * sizeof(float));
@@ -909,6 +932,7 @@ static void prefill_seq(ig_engine *e, int layer, int s) {
         r->ops->on_prefill(r->st, layer, q->slot, &v);
     }
     store_new(e, layer, s);
+    return IG_OK;
 }
 
 /* Recall of the selection of KV head g against the exact top-k of the true scores over every
@@ -1099,7 +1123,7 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
     store_new(e, layer, s);
 }
 
-static void attention_step(ig_engine *e, int layer, const ig_layer_bufs *b) {
+static ig_status attention_step(ig_engine *e, int layer, const ig_layer_bufs *b, ig_error *err) {
     ig_kv_run *r = e->kv;
     int buf = layer & 1;
     int n = r->i1 - r->i0;
@@ -1134,7 +1158,7 @@ static void attention_step(ig_engine *e, int layer, const ig_layer_bufs *b) {
     }
     if (n > 0 && r->contig && r->link) wait_gather(r, layer);
     for (int s = e->bs0; s < e->bs1; s++)
-        if (!is_decode(e, s)) prefill_seq(e, layer, s);
+        if (!is_decode(e, s)) IG_TRY(prefill_seq(e, layer, s, b, err));
     /* the batch's previous store job (of the previous layer): its staging is reused below */
     if (n > 0 && r->async_store) wait_store(r, r->cb);
     if (r->dev && n > 0) { /* one batched attention on the table, then the hooks and stores here */
@@ -1152,6 +1176,7 @@ static void attention_step(ig_engine *e, int layer, const ig_layer_bufs *b) {
     /* This layer's selection is used: layer + 2 shares its buffer and must select anew (left set,
      * a dense policy reused the selection of two layers back, sized for that layer's capacity). */
     for (int i = r->i0; i < r->i1; i++) r->sel_ok[buf][r->dec_slots[i]] = 0;
+    return IG_OK;
 }
 
 ig_status ig_kv_layer_begin(ig_engine *e, int layer, const ig_layer_bufs *b, ig_error *err) {
@@ -1176,9 +1201,7 @@ ig_status ig_kv_layer_attention(ig_engine *e, int layer, const ig_layer_bufs *b,
         IG_TRY(
             ig_be_download(b->be, e->v + r0 * kvd, b->v + r0 * kvd, T * kvd * sizeof(float), err));
     }
-    for (int s = e->bs0; s < e->bs1; s++)
-        if (prefill_on_table(e, s)) IG_TRY(prefill_table(e, b, s, err));
-    attention_step(e, layer, b);
+    IG_TRY(attention_step(e, layer, b, err));
     if (r->kd) IG_TRY(ig_kv_dev_error(r->kd, err));
     if (mirror) /* attention rows computed on the host go up */
         for (int s = e->bs0; s < e->bs1; s++) {

@@ -338,6 +338,31 @@ static ig_status host_attention(ig_be *be, const float *q, int64_t n_q, int64_t 
     return IG_OK;
 }
 
+static size_t host_attention_colsum_ws(ig_be *be, int64_t n_q, int64_t n_ctx, int n_head, int hd) {
+    if (K(be)->reference) return 0;
+    return ig_cpu_attention_colsum_ws_floats(n_q, n_ctx, n_head, hd, 0);
+}
+
+static ig_status host_attention_colsum(ig_be *be, const float *q, int64_t n_q, int64_t p0,
+                                       const float *k, const float *v, int64_t stride_tokens,
+                                       int n_head, int n_kv_head, int hd, float scale, float *ws,
+                                       size_t ws_floats, float *colsum, int64_t colsum_stride,
+                                       float *out, ig_error *err) {
+    if (K(be)->reference) {
+        ig_ref_attention_colsum(q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd, scale,
+                                colsum, colsum_stride, out);
+        return IG_OK;
+    }
+    size_t need = ig_cpu_attention_colsum_ws_floats(n_q, p0 + n_q, n_head, hd, 1);
+    if (!ws || ws_floats < need)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "attention_colsum: workspace of %zu floats, one thread needs %zu",
+                            ws_floats, need);
+    ig_cpu_attention_colsum(q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd, scale, ws,
+                            ws_floats, colsum, colsum_stride, out);
+    return IG_OK;
+}
+
 static ig_status host_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,
                                   int64_t src_table_stride, int64_t src_row_stride,
                                   const int32_t *src_table, size_t row_bytes, const int32_t *idx,
@@ -549,6 +574,8 @@ static const ig_be_iface g_host_iface = {
     host_event_op,
     host_register,
     host_unregister,
+    host_attention_colsum_ws,
+    host_attention_colsum,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

@@ -185,6 +185,23 @@ ig_status cu_attention(ig_be *be, const float *q, int64_t n_q, int64_t p0, const
                                      out, S(be), err);
 }
 
+// Each query's softmax maximum and sum, kept for the column sums.
+size_t cu_attention_colsum_ws(ig_be *, int64_t n_q, int64_t, int n_head, int) {
+    return 2 * (size_t)n_q * (size_t)n_head;
+}
+
+ig_status cu_attention_colsum(ig_be *be, const float *q, int64_t n_q, int64_t p0, const float *k,
+                              const float *v, int64_t stride_tokens, int n_head, int n_kv_head,
+                              int hd, float scale, float *ws, size_t ws_floats, float *colsum,
+                              int64_t colsum_stride, float *out, ig_error *err) {
+    if (!ws || ws_floats < 2 * (size_t)n_q * (size_t)n_head)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "attention_colsum: workspace of %zu floats, %lld needed", ws_floats,
+                            (long long)(2 * n_q * n_head));
+    return ig_cuda_attention_prefill_colsum(q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd,
+                                            scale, ws, colsum, colsum_stride, out, S(be), err);
+}
+
 ig_status cu_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,
                          int64_t src_table_stride, int64_t src_row_stride, const int32_t *src_table,
                          size_t row_bytes, const int32_t *idx, int64_t idx_stride,
@@ -306,6 +323,8 @@ const ig_be_iface g_cuda_iface = {
     cu_event_wait,
     cu_host_register,
     cu_host_unregister,
+    cu_attention_colsum_ws,
+    cu_attention_colsum,
 };
 
 // A table over c (its fields set by the caller; ig_be_free frees c with it, the caller frees c

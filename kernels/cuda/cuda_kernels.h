@@ -93,6 +93,16 @@ ig_status ig_cuda_attention_prefill(const float *q, int64_t n_q, int64_t p0, con
                                     int n_kv_head, int hd, float scale, float *out,
                                     ig_cuda_stream_t s, ig_error *err);
 
+/* ig_cuda_attention_prefill that also adds each key's probability sums over the queries into
+ * colsum[h * colsum_stride + j] for j < p0 + n_q (ig_cpu_attention_colsum's contract; sums in
+ * query order, one thread per (head, key): deterministic). ml: device scratch of 2 * n_q * n_head
+ * floats (each query head's softmax maximum and sum). */
+ig_status ig_cuda_attention_prefill_colsum(const float *q, int64_t n_q, int64_t p0, const float *k,
+                                           const float *v, int64_t stride_tokens, int n_head,
+                                           int n_kv_head, int hd, float scale, float *ml,
+                                           float *colsum, int64_t colsum_stride, float *out,
+                                           ig_cuda_stream_t s, ig_error *err);
+
 /* ---- InfiniGen selection (partial_scores.cu, select.cu, topk.cu) ------------------------------
  */
 
