@@ -56,6 +56,7 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
         t->host_unregister != NULL,
         t->attention_colsum_ws != NULL,
         t->attention_colsum != NULL,
+        t->page_bounds != NULL,
     };
     static const char *names[] = {"destroy",
                                   "alloc",
@@ -94,7 +95,8 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
                                   "host_register",
                                   "host_unregister",
                                   "attention_colsum_ws",
-                                  "attention_colsum"};
+                                  "attention_colsum",
+                                  "page_bounds"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -350,6 +352,20 @@ ig_status ig_be_attention_colsum(ig_be *be, const float *q, int64_t n_q, int64_t
     CHECK(q && k && v && out && colsum, "attention_colsum: NULL q, k, v, colsum or out");
     return be->iface->attention_colsum(be, q, n_q, p0, k, v, stride_tokens, n_head, n_kv_head, hd,
                                        scale, ws, ws_floats, colsum, colsum_stride, out, err);
+}
+
+ig_status ig_be_page_bounds(ig_be *be, const float *q, int group, int hd, const float *kmin,
+                            const float *kmax, const int32_t *rows, int64_t pages_stride,
+                            const int32_t *src, const int32_t *n_pages, int gqa_sum, float *out,
+                            int64_t ldo, int tables, ig_error *err) {
+    CHECK(tables >= 0 && group > 0 && hd > 0 && pages_stride >= 0 && ldo >= 0,
+          "page_bounds: tables=%d group=%d hd=%d pages_stride=%lld ldo=%lld", tables, group, hd,
+          (long long)pages_stride, (long long)ldo);
+    if (tables == 0) return IG_OK;
+    CHECK(q && kmin && kmax && rows && src && n_pages && out,
+          "page_bounds: NULL q, kmin, kmax, rows, src, n_pages or out");
+    return be->iface->page_bounds(be, q, group, hd, kmin, kmax, rows, pages_stride, src, n_pages,
+                                  gqa_sum, out, ldo, tables, err);
 }
 
 ig_status ig_be_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,

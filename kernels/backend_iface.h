@@ -33,7 +33,8 @@
 
 /* 2: copy2d, attention_ws, attention, gather_rows, attention_rows, convert, the KV codec's
  * kvq_quantize / kvq_dequantize, and queues (fork, upload_async, events, host registration) added.
- * 3: attention_colsum_ws, attention_colsum (causal attention with each key's probability sums).
+ * 3: attention_colsum_ws, attention_colsum (causal attention with each key's probability sums),
+ * page_bounds (Quest's page scores).
  * A table of an earlier version lacks slots and is refused. */
 #define IG_BE_IFACE_VERSION 3
 
@@ -156,6 +157,10 @@ typedef struct ig_be_iface {
                                   const float *k, const float *v, int64_t stride_tokens, int n_head,
                                   int n_kv_head, int hd, float scale, float *ws, size_t ws_floats,
                                   float *colsum, int64_t colsum_stride, float *out, ig_error *err);
+    ig_status (*page_bounds)(ig_be *be, const float *q, int group, int hd, const float *kmin,
+                             const float *kmax, const int32_t *rows, int64_t pages_stride,
+                             const int32_t *src, const int32_t *n_pages, int gqa_sum, float *out,
+                             int64_t ldo, int tables, ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -318,6 +323,18 @@ ig_status ig_be_mask_scores(ig_be *be, float *x, int64_t ldx, int rows, int64_t 
 ig_status ig_be_count_greater(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
                               const int32_t *n_rows, const float *thr_base, float thr_add,
                               int32_t *counts, ig_error *err);
+/* Quest's page scores of `tables` (sequence, KV head) tables. Table t reads its pages from page
+ * table src[t]: page p (0 <= p < n_pages[t] <= ldo) has rows[src[t] * pages_stride + p] keys
+ * seen and per-dimension key bounds kmin, kmax + (src[t] * pages_stride + p) * hd (n_pages[t]
+ * above ldo is taken as ldo); its query heads
+ * are q + (t * group + h) * hd, h < group. out[t * ldo + p] = the max (gqa_sum: the sum) over h
+ * of ig_cpu_page_bound(q_h, kmin_p, kmax_p, hd), or -inf for a page without keys. The cpu table
+ * gives ig_cpu_page_bound's bits, the others agree to float rounding. Every pointer is a buffer
+ * of the backend. */
+ig_status ig_be_page_bounds(ig_be *be, const float *q, int group, int hd, const float *kmin,
+                            const float *kmax, const int32_t *rows, int64_t pages_stride,
+                            const int32_t *src, const int32_t *n_pages, int gqa_sum, float *out,
+                            int64_t ldo, int tables, ig_error *err);
 /* Per row, the k_r = k_rows ? k_rows[r] : k largest, ties to the lower index, NaN below every
  * number, written ascending to idx + r * ld_idx; counts[r] = min(max(k_r, 0), n_r) (ig_cpu_topk).
  */

@@ -831,6 +831,91 @@ static void test_mask_scores(void) {
     }
 }
 
+/* Quest's page scores: four (sequence, KV head) tables reading three page tables in another order
+ * (one table twice), groups of 3 query heads, pages without keys, a table with no pages and one
+ * whose page count exceeds ldo; max and sum over the group. The cpu table against the formula
+ * written out here, the others against the cpu table; outputs past a table's pages untouched. */
+static void test_page_bounds(void) {
+    enum { T = 4, GRP = 3, HD = 20, PS = 7, LDO = 6, NSRC = 3 };
+    static float q[T * GRP * HD], kmin[NSRC * PS * HD], kmax[NSRC * PS * HD];
+    static int32_t rows[NSRC * PS];
+    const int32_t src[T] = {2, 0, 2, 1}, npg[T] = {5, 6, 0, 9}; /* 9 > LDO: clamped */
+    fill(q, sizeof q / sizeof q[0]);
+    for (int i = 0; i < NSRC * PS * HD; i++) {
+        float a = frand(), b = frand();
+        kmin[i] = a < b ? a : b;
+        kmax[i] = a < b ? b : a;
+    }
+    for (int i = 0; i < NSRC * PS; i++) rows[i] = i % 4 == 1 ? 0 : 1 + i % 5;
+    static float want[2][T * LDO], got[T * LDO];
+    const float sentinel = 12345.0f;
+    for (int sum = 0; sum < 2; sum++) /* the formula, by hand */
+        for (int t = 0; t < T; t++)
+            for (int p = 0; p < LDO; p++) {
+                float *w = &want[sum][t * LDO + p];
+                *w = sentinel;
+                if (p >= npg[t]) continue;
+                int pi = src[t] * PS + p;
+                if (rows[pi] == 0) {
+                    *w = -INFINITY;
+                    continue;
+                }
+                float best = sum ? 0.0f : -INFINITY;
+                for (int h = 0; h < GRP; h++) {
+                    float b = 0;
+                    for (int d = 0; d < HD; d++) {
+                        float x = q[(t * GRP + h) * HD + d] * kmin[pi * HD + d];
+                        float y = q[(t * GRP + h) * HD + d] * kmax[pi * HD + d];
+                        b += x > y ? x : y;
+                    }
+                    best = sum ? best + b : (b > best ? b : best);
+                }
+                *w = best;
+            }
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    static float init[T * LDO];
+    for (int i = 0; i < T * LDO; i++) init[i] = sentinel;
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        float *dq = up(be, q, sizeof q), *dmn = up(be, kmin, sizeof kmin);
+        float *dmx = up(be, kmax, sizeof kmax), *dout = up(be, init, sizeof init);
+        int32_t *drows = up(be, rows, sizeof rows), *dsrc = up(be, src, sizeof src);
+        int32_t *dnp = up(be, npg, sizeof npg);
+        for (int sum = 0; sum < 2; sum++) {
+            CU_ASSERT_EQUAL_FATAL(ig_be_upload(be, dout, init, sizeof init, &err), IG_OK);
+            CU_ASSERT_EQUAL_FATAL(ig_be_page_bounds(be, dq, GRP, HD, dmn, dmx, drows, PS, dsrc, dnp,
+                                                    sum, dout, LDO, T, &err),
+                                  IG_OK);
+            down(be, got, dout, sizeof got);
+            int same_inf = 1;
+            for (int i = 0; i < T * LDO; i++)
+                if ((isinf(want[sum][i]) || want[sum][i] == sentinel) && got[i] != want[sum][i])
+                    same_inf = 0;
+            CU_ASSERT(same_inf); /* -inf for pages without keys, nothing written past the pages */
+            if (bi == 0) {
+                CU_ASSERT_EQUAL(memcmp(want[sum], got, sizeof got), 0);
+            } else {
+                double worst = 0;
+                for (int i = 0; i < T * LDO; i++)
+                    if (isfinite(want[sum][i]) && want[sum][i] != sentinel) {
+                        double dlt = fabs((double)got[i] - want[sum][i]) /
+                                     (fabs((double)want[sum][i]) > 1 ? fabs(want[sum][i]) : 1);
+                        if (dlt > worst) worst = dlt;
+                    }
+                report(sum ? "page_bounds+" : "page_bounds", be, worst, 1e-5);
+            }
+        }
+        void *bufs[] = {dq, dmn, dmx, dout, drows, dsrc, dnp};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ig_be_release(be, bufs[i]);
+    }
+    ig_error err;
+    CU_ASSERT_EQUAL(
+        ig_be_page_bounds(g_cpu, q, 0, HD, kmin, kmax, rows, PS, src, npg, 0, got, LDO, T, &err),
+        IG_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "page_bounds"));
+}
+
 static void test_count_and_topk(void) {
     enum { ROWS = 6, LDX = 300, N = 257, LDI = 260 };
     static float x[ROWS * LDX];
@@ -969,6 +1054,7 @@ void ig_test_register(void) {
     CU_add_test(s, "norms_rope_elementwise", test_norms_rope_elementwise);
     CU_add_test(s, "attention", test_attention);
     CU_add_test(s, "attention_colsum", test_attention_colsum);
+    CU_add_test(s, "page_bounds", test_page_bounds);
     CU_add_test(s, "gather_rows", test_gather_rows);
     CU_add_test(s, "attention_rows", test_attention_rows);
     CU_add_test(s, "codec", test_codec);

@@ -154,6 +154,9 @@ int64_t ig_cpu_count_greater(const float *x, int64_t n, float thr);
  * writes the indices. Deterministic; single-threaded (n = 4096 takes a few microseconds).
  * ws: ws_bytes >= ig_cpu_topk_ws_bytes(n) = (2048 + 2n) * 4; not used when k >= n. */
 size_t ig_cpu_topk_ws_bytes(int64_t n);
+/* Quest's bound of q . k over the keys of one page, from their per-dimension min and max:
+ * sum over i (in order) of max(q[i] * kmin[i], q[i] * kmax[i]). */
+float ig_cpu_page_bound(const float *q, const float *kmin, const float *kmax, int hd);
 /* The k-th largest of x[0..n) (1 <= k <= n), reordering x in place (Hoare quickselect; expected
  * O(n)). NaN-free input (callers map NaN to -inf). */
 float ig_cpu_kth_largest(float *x, int64_t n, int64_t k);

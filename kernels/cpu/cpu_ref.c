@@ -265,6 +265,15 @@ static int ref_int_cmp(const void *a, const void *b) {
     return (i > j) - (i < j);
 }
 
+float ig_ref_page_bound(const float *q, const float *kmin, const float *kmax, int hd) {
+    double s = 0;
+    for (int i = 0; i < hd; i++) {
+        double a = (double)q[i] * kmin[i], b = (double)q[i] * kmax[i];
+        s += a > b ? a : b;
+    }
+    return (float)s;
+}
+
 int64_t ig_ref_topk(const float *s, int64_t n, int64_t k, int32_t *idx_out) {
     if (k <= 0 || n <= 0) return 0;
     if (k > n) k = n;

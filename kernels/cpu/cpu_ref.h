@@ -45,6 +45,8 @@ void ig_ref_attention_rows_t(const float *q, ig_dtype kv_dtype, const void *cons
                              float *probs_out, float *out);
 /* Token selection: top-k by sorting every (value, index) pair. */
 int64_t ig_ref_topk(const float *s, int64_t n, int64_t k, int32_t *idx_out);
+/* ig_cpu_page_bound accumulated in double. */
+float ig_ref_page_bound(const float *q, const float *kmin, const float *kmax, int hd);
 /* KV quantization (kvquant.h): per value, the format's definition. */
 void ig_ref_kvq_quantize_rows(const float *x, int64_t n_rows, int hd, int bits, int group,
                               uint8_t *out);

@@ -31,6 +31,7 @@ typedef struct host_kernels {
                            float *col_max, float *row_max);
     int64_t (*count_greater)(const float *x, int64_t n, float thr);
     void (*relu)(float *x, int64_t n);
+    float (*page_bound)(const float *q, const float *kmin, const float *kmax, int hd);
     int reference; /* topk by ig_ref_topk, else ig_cpu_topk with a workspace; serial loops */
 } host_kernels;
 
@@ -69,31 +70,15 @@ static int64_t ref_count_greater(const float *x, int64_t n, float thr) {
 }
 
 static const host_kernels g_cpu_kernels = {
-    ig_cpu_linear,
-    ig_cpu_rmsnorm,
-    ig_cpu_layernorm,
-    ig_cpu_rope,
-    ig_cpu_silu_mul,
-    ig_cpu_add,
-    ig_cpu_softmax,
-    ig_cpu_partial_scores,
-    ig_cpu_count_greater,
-    ig_cpu_relu,
-    0,
+    ig_cpu_linear,        ig_cpu_rmsnorm, ig_cpu_layernorm,  ig_cpu_rope,
+    ig_cpu_silu_mul,      ig_cpu_add,     ig_cpu_softmax,    ig_cpu_partial_scores,
+    ig_cpu_count_greater, ig_cpu_relu,    ig_cpu_page_bound, 0,
 };
 
 static const host_kernels g_ref_kernels = {
-    ig_ref_linear,
-    ig_ref_rmsnorm,
-    ig_ref_layernorm,
-    ig_ref_rope,
-    ig_ref_silu_mul,
-    ig_ref_add,
-    ig_ref_softmax,
-    ig_ref_partial_scores,
-    ref_count_greater,
-    ig_ref_relu,
-    1,
+    ig_ref_linear,     ig_ref_rmsnorm, ig_ref_layernorm,  ig_ref_rope,
+    ig_ref_silu_mul,   ig_ref_add,     ig_ref_softmax,    ig_ref_partial_scores,
+    ref_count_greater, ig_ref_relu,    ig_ref_page_bound, 1,
 };
 
 static const host_kernels *K(ig_be *be) {
@@ -278,6 +263,40 @@ static ig_status host_count_greater(ig_be *be, const float *x, int64_t ldx, int 
         float thr = (thr_base ? thr_base[r] : 0.0f) + thr_add;
         counts[r] =
             nr > 0 ? (int32_t)K(be)->count_greater(x + (size_t)r * (size_t)ldx, nr, thr) : 0;
+    }
+    return IG_OK;
+}
+
+static ig_status host_page_bounds(ig_be *be, const float *q, int group, int hd, const float *kmin,
+                                  const float *kmax, const int32_t *rows, int64_t pages_stride,
+                                  const int32_t *src, const int32_t *n_pages, int gqa_sum,
+                                  float *out, int64_t ldo, int tables, ig_error *err) {
+    (void)err;
+    int nt = host_threads(be, tables);
+    float (*bound)(const float *, const float *, const float *, int) = K(be)->page_bound;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int t = 0; t < tables; t++) {
+        size_t base = (size_t)src[t] * (size_t)pages_stride;
+        const float *qt = q + (size_t)t * (size_t)group * (size_t)hd;
+        float *o = out + (size_t)t * (size_t)ldo;
+        int64_t np = n_pages[t] < ldo ? n_pages[t] : ldo;
+        for (int64_t p = 0; p < np; p++) {
+            size_t pi = base + (size_t)p;
+            if (rows[pi] == 0) {
+                o[p] = -INFINITY;
+                continue;
+            }
+            const float *mn = kmin + pi * (size_t)hd, *mx = kmax + pi * (size_t)hd;
+            float best = gqa_sum ? 0.0f : -INFINITY;
+            for (int h = 0; h < group; h++) {
+                float b = bound(qt + (size_t)h * (size_t)hd, mn, mx, hd);
+                if (gqa_sum)
+                    best += b;
+                else if (b > best)
+                    best = b;
+            }
+            o[p] = best;
+        }
     }
     return IG_OK;
 }
@@ -576,6 +595,7 @@ static const ig_be_iface g_host_iface = {
     host_unregister,
     host_attention_colsum_ws,
     host_attention_colsum,
+    host_page_bounds,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

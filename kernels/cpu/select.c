@@ -248,6 +248,15 @@ int64_t ig_cpu_topk(const float *s, int64_t n, int64_t k, int32_t *idx_out, void
     return k;
 }
 
+float ig_cpu_page_bound(const float *q, const float *kmin, const float *kmax, int hd) {
+    float s = 0;
+    for (int i = 0; i < hd; i++) {
+        float a = q[i] * kmin[i], b = q[i] * kmax[i];
+        s += a > b ? a : b;
+    }
+    return s;
+}
+
 float ig_cpu_kth_largest(float *x, int64_t n, int64_t k) {
     int64_t lo = 0, hi = n - 1, want = k - 1;
     while (lo < hi) {

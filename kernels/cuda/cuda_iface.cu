@@ -202,6 +202,14 @@ ig_status cu_attention_colsum(ig_be *be, const float *q, int64_t n_q, int64_t p0
                                             scale, ws, colsum, colsum_stride, out, S(be), err);
 }
 
+ig_status cu_page_bounds(ig_be *be, const float *q, int group, int hd, const float *kmin,
+                         const float *kmax, const int32_t *rows, int64_t pages_stride,
+                         const int32_t *src, const int32_t *n_pages, int gqa_sum, float *out,
+                         int64_t ldo, int tables, ig_error *err) {
+    return ig_cuda_page_bounds(q, group, hd, kmin, kmax, rows, pages_stride, src, n_pages, gqa_sum,
+                               out, ldo, tables, S(be), err);
+}
+
 ig_status cu_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,
                          int64_t src_table_stride, int64_t src_row_stride, const int32_t *src_table,
                          size_t row_bytes, const int32_t *idx, int64_t idx_stride,
@@ -325,6 +333,7 @@ const ig_be_iface g_cuda_iface = {
     cu_host_unregister,
     cu_attention_colsum_ws,
     cu_attention_colsum,
+    cu_page_bounds,
 };
 
 // A table over c (its fields set by the caller; ig_be_free frees c with it, the caller frees c

@@ -103,6 +103,13 @@ ig_status ig_cuda_attention_prefill_colsum(const float *q, int64_t n_q, int64_t 
                                            float *colsum, int64_t colsum_stride, float *out,
                                            ig_cuda_stream_t s, ig_error *err);
 
+/* Quest's page scores (ig_be_page_bounds; page_bounds.cu): one thread per (table, page), the
+ * bound summed over the dimensions in order as ig_cpu_page_bound does. */
+ig_status ig_cuda_page_bounds(const float *q, int group, int hd, const float *kmin,
+                              const float *kmax, const int32_t *rows, int64_t pages_stride,
+                              const int32_t *src, const int32_t *n_pages, int gqa_sum, float *out,
+                              int64_t ldo, int tables, ig_cuda_stream_t s, ig_error *err);
+
 /* ---- InfiniGen selection (partial_scores.cu, select.cu, topk.cu) ------------------------------
  */
 
