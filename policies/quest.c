@@ -7,12 +7,19 @@
  *
  * GQA: a page's score for a KV head is the max over the group's query heads of their bounds (an
  * upper bound of the largest logit any of them can give a key in the page); gqa=sum ranks by the
- * sum of the bounds instead. */
+ * sum of the bounds instead.
+ *
+ * The page scores and the top pages run through the run's backend table (env->be: page_bounds,
+ * then topk over every (sequence, KV head) at once), next to the page metadata: on a device table
+ * the metadata is mirrored there (the pages written since the last selection go up), on a host
+ * table it is read in place. The host loop below remains for hooks driven without an engine and a
+ * backend that failed; both give the same selections (ties to the older page). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/log.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "policies/baselines.h"
 #include "policies/policy.h"
@@ -27,6 +34,19 @@ typedef struct quest_state {
     int32_t *page_rows;    /* [Ls][S][G][n_pages] rows seen per page */
     float *pscore, *tmp;   /* [n_pages] */
     unsigned char *chosen; /* [n_pages] */
+    /* selection through the backend table (env->be; NULL: the host loop only) */
+    ig_be *be;
+    int be_host;    /* the table reads host memory: metadata read in place */
+    int dev_failed; /* a table op failed: the host loop from then on */
+    long long selections, table_selections; /* (sequence, KV head) selections of sparse layers */
+    float *kmin_d, *kmax_d;                 /* device tables: mirrors of kmin, kmax, page_rows */
+    int32_t *rows_d;
+    int32_t *dirty_lo, *dirty_hi;       /* [Ls][S][G]: pages written since the last upload */
+    float *q_d;                         /* [S][H][hd] */
+    int32_t *src_h, *np_h, *k_h, *mode; /* [S * G]: page table, pages scored, pages wanted */
+    int32_t *src_d, *np_d, *k_d;
+    float *ps_d; /* [S * G][n_pages] page scores */
+    int32_t *idx_d, *cnt_d, *idx_h, *cnt_h;
 } quest_state;
 
 static const ig_param_spec quest_params[] = {
@@ -58,6 +78,24 @@ static size_t page_index(const quest_state *s, int layer, int slot, int head, in
 
 static void quest_fini(void *st) {
     quest_state *s = st;
+    if (s->be) {
+        void *bufs[] = {s->q_d, s->src_d, s->np_d, s->k_d, s->ps_d, s->idx_d, s->cnt_d};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            if (bufs[i]) ig_be_release(s->be, bufs[i]);
+        if (!s->be_host) {
+            void *mirrors[] = {s->kmin_d, s->kmax_d, s->rows_d};
+            for (size_t i = 0; i < sizeof mirrors / sizeof mirrors[0]; i++)
+                if (mirrors[i]) ig_be_release(s->be, mirrors[i]);
+        }
+    }
+    free(s->dirty_lo);
+    free(s->dirty_hi);
+    free(s->src_h);
+    free(s->np_h);
+    free(s->k_h);
+    free(s->mode);
+    free(s->idx_h);
+    free(s->cnt_h);
     free(s->kmin);
     free(s->kmax);
     free(s->page_rows);
@@ -65,6 +103,47 @@ static void quest_fini(void *st) {
     free(s->tmp);
     free(s->chosen);
     memset(s, 0, sizeof *s);
+}
+
+/* The table's buffers: metadata mirrors on a device table (the page counts uploaded as zero, so
+ * that nothing is dirty), the per-call arrays. */
+static ig_status table_init(quest_state *s, ig_be *be, size_t pages, ig_error *err) {
+    size_t SG = (size_t)s->S * (size_t)s->G, P = (size_t)s->n_pages, hd = (size_t)s->hd;
+    size_t tables = (size_t)s->Ls * SG;
+    s->be = be;
+    s->be_host = !be->caps.device_memory;
+    s->dirty_lo = ig_malloc(tables * sizeof(int32_t), err);
+    s->dirty_hi = ig_calloc(tables, sizeof(int32_t), err);
+    s->src_h = ig_malloc(SG * sizeof(int32_t), err);
+    s->np_h = ig_malloc(SG * sizeof(int32_t), err);
+    s->k_h = ig_malloc(SG * sizeof(int32_t), err);
+    s->mode = ig_malloc(SG * sizeof(int32_t), err);
+    s->idx_h = ig_malloc(SG * P * sizeof(int32_t), err);
+    s->cnt_h = ig_malloc(SG * sizeof(int32_t), err);
+    if (!s->dirty_lo || !s->dirty_hi || !s->src_h || !s->np_h || !s->k_h || !s->mode || !s->idx_h ||
+        !s->cnt_h)
+        return IG_ERR_NOMEM;
+    for (size_t t = 0; t < tables; t++) s->dirty_lo[t] = s->n_pages; /* none */
+    if (s->be_host) {
+        s->kmin_d = s->kmin;
+        s->kmax_d = s->kmax;
+        s->rows_d = s->page_rows;
+    } else {
+        if (!(s->kmin_d = ig_be_alloc(be, pages * hd * sizeof(float), err)) ||
+            !(s->kmax_d = ig_be_alloc(be, pages * hd * sizeof(float), err)) ||
+            !(s->rows_d = ig_be_alloc(be, pages * sizeof(int32_t), err)))
+            return IG_ERR_NOMEM;
+        IG_TRY(ig_be_upload(be, s->rows_d, s->page_rows, pages * sizeof(int32_t), err));
+    }
+    if (!(s->q_d = ig_be_alloc(be, (size_t)s->S * (size_t)s->H * hd * sizeof(float), err)) ||
+        !(s->src_d = ig_be_alloc(be, SG * sizeof(int32_t), err)) ||
+        !(s->np_d = ig_be_alloc(be, SG * sizeof(int32_t), err)) ||
+        !(s->k_d = ig_be_alloc(be, SG * sizeof(int32_t), err)) ||
+        !(s->ps_d = ig_be_alloc(be, SG * P * sizeof(float), err)) ||
+        !(s->idx_d = ig_be_alloc(be, SG * P * sizeof(int32_t), err)) ||
+        !(s->cnt_d = ig_be_alloc(be, SG * sizeof(int32_t), err)))
+        return IG_ERR_NOMEM;
+    return IG_OK;
 }
 
 static ig_status quest_init(void *st, const ig_policy_env *env, const ig_policy_params *p,
@@ -102,15 +181,32 @@ static ig_status quest_init(void *st, const ig_policy_env *env, const ig_policy_
         quest_fini(s);
         return IG_ERR_NOMEM;
     }
+    if (env->be && s->Ls > 0) {
+        ig_status rc = table_init(s, env->be, pages, err);
+        if (rc != IG_OK) {
+            quest_fini(s);
+            return rc;
+        }
+    }
     return IG_OK;
+}
+
+/* Pages [p0, p1) of the page table holding `pi0` (its first page) changed on the host. */
+static void mark_dirty(quest_state *s, size_t pi0, int32_t p0, int32_t p1) {
+    if (!s->be || s->be_host) return;
+    size_t t = pi0 / (size_t)s->n_pages;
+    if (p0 < s->dirty_lo[t]) s->dirty_lo[t] = p0;
+    if (p1 > s->dirty_hi[t]) s->dirty_hi[t] = p1;
 }
 
 static void quest_reset_slot(void *st, int slot) {
     quest_state *s = st;
     for (int l = s->dense_layers; l < s->L; l++)
-        for (int g = 0; g < s->G; g++)
+        for (int g = 0; g < s->G; g++) {
             memset(s->page_rows + page_index(s, l, slot, g, 0), 0,
                    (size_t)s->n_pages * sizeof(int32_t));
+            mark_dirty(s, page_index(s, l, slot, g, 0), 0, s->n_pages);
+        }
 }
 
 static void quest_on_append(void *st, int layer, int slot, int head, int64_t e, int32_t pos,
@@ -119,8 +215,10 @@ static void quest_on_append(void *st, int layer, int slot, int head, int64_t e, 
     (void)e;
     (void)v;
     if (layer < s->dense_layers) return;
-    size_t pi = page_index(s, layer, slot, head, pos / s->page_size);
+    int32_t page = pos / s->page_size;
+    size_t pi = page_index(s, layer, slot, head, page);
     float *mn = s->kmin + pi * (size_t)s->hd, *mx = s->kmax + pi * (size_t)s->hd;
+    mark_dirty(s, page_index(s, layer, slot, head, 0), page, page + 1);
     if (s->page_rows[pi]++ == 0) {
         memcpy(mn, k, (size_t)s->hd * sizeof(float));
         memcpy(mx, k, (size_t)s->hd * sizeof(float));
@@ -139,20 +237,37 @@ static void select_all(const ig_entries_view *v, int32_t *out, int64_t *n_out) {
     *n_out = n;
 }
 
-/* Pages of one KV head: the last (partial) page plus the top `extra` of the others by bound; ties
- * go to the older page. */
-static void select_head(quest_state *s, int layer, int slot, int g, const float *q,
-                        const ig_entries_view *v, int32_t *out, int64_t *n_out) {
+/* What one KV head reads: every entry (0), or the last (partial) page `last` plus the top `extra`
+ * of the pages before it by bound (1). */
+static int plan_head(const quest_state *s, int layer, const ig_entries_view *v, int64_t *last,
+                     int64_t *extra) {
     int64_t n_tok = v->n_tokens, ps = s->page_size;
     int64_t budget =
         s->token_budget > 0 ? s->token_budget : ig_budget_tokens(s->budget_ratio, n_tok);
-    if (layer < s->dense_layers || n_tok <= 0 || budget >= n_tok) {
-        select_all(v, out, n_out);
-        return;
+    if (layer < s->dense_layers || n_tok <= 0 || budget >= n_tok) return 0;
+    *last = (n_tok - 1) / ps;
+    int64_t last_rows = n_tok - *last * ps;
+    *extra = budget > last_rows ? (budget - last_rows) / ps : 0;
+    return *extra < *last;
+}
+
+/* The entries of the chosen pages (s->chosen, pages 0 .. last). */
+static void chosen_entries(const quest_state *s, const ig_entries_view *v, int32_t *out,
+                           int64_t *n_out) {
+    int64_t n = 0, ps = s->page_size;
+    for (int64_t e = 0; e < v->high_water; e++) {
+        int32_t p = v->pos[e];
+        if (p >= 0 && s->chosen[p / ps]) out[n++] = (int32_t)e;
     }
-    int64_t last = (n_tok - 1) / ps, last_rows = n_tok - last * ps;
-    int64_t extra = budget > last_rows ? (budget - last_rows) / ps : 0;
-    if (extra >= last) {
+    *n_out = n;
+}
+
+/* Pages of one KV head on the host: the last (partial) page plus the top `extra` of the others by
+ * bound; ties go to the older page. */
+static void select_head(quest_state *s, int layer, int slot, int g, const float *q,
+                        const ig_entries_view *v, int32_t *out, int64_t *n_out) {
+    int64_t last = 0, extra = 0;
+    if (!plan_head(s, layer, v, &last, &extra)) {
         select_all(v, out, n_out);
         return;
     }
@@ -191,18 +306,89 @@ static void select_head(quest_state *s, int layer, int slot, int g, const float 
                 taken++;
             }
     }
-    int64_t n = 0;
-    for (int64_t e = 0; e < v->high_water; e++) {
-        int32_t p = v->pos[e];
-        if (p >= 0 && s->chosen[p / ps]) out[n++] = (int32_t)e;
+    chosen_entries(s, v, out, n_out);
+}
+
+/* The selections of n sequences through the table: the pages written since the last upload go up
+ * (device tables), then one page_bounds and one topk over every (sequence, KV head), the top
+ * pages come down. Returns the first error (the caller falls back to the host loop). */
+static ig_status select_on_table(quest_state *s, int layer, int n, const int *slots, const float *q,
+                                 const ig_entries_view *ev, ig_selection *out, ig_error *err) {
+    ig_be *be = s->be;
+    int G = s->G, T = n * G;
+    size_t P = (size_t)s->n_pages, hd = (size_t)s->hd, qd = (size_t)s->H * hd;
+    int any = 0;
+    for (int t = 0; t < T; t++) {
+        int i = t / G, g = t % G;
+        int64_t last = 0, extra = 0;
+        s->mode[t] = plan_head(s, layer, &ev[t], &last, &extra);
+        size_t pi0 = page_index(s, layer, slots[i], g, 0);
+        s->src_h[t] = (int32_t)(pi0 / P);
+        s->np_h[t] = s->mode[t] ? (int32_t)last : 0;
+        s->k_h[t] = s->mode[t] ? (int32_t)extra : 0;
+        if (s->k_h[t] > 0) any = 1;
+        if (s->mode[t] && !s->be_host) { /* this page table's changed pages go up */
+            size_t tb = pi0 / P;
+            int32_t lo = s->dirty_lo[tb], hi = s->dirty_hi[tb];
+            if (lo < hi) {
+                size_t a = pi0 + (size_t)lo, m = (size_t)(hi - lo);
+                IG_TRY(ig_be_upload(be, s->kmin_d + a * hd, s->kmin + a * hd,
+                                    m * hd * sizeof(float), err));
+                IG_TRY(ig_be_upload(be, s->kmax_d + a * hd, s->kmax + a * hd,
+                                    m * hd * sizeof(float), err));
+                IG_TRY(ig_be_upload(be, s->rows_d + a, s->page_rows + a, m * sizeof(int32_t), err));
+                s->dirty_lo[tb] = s->n_pages;
+                s->dirty_hi[tb] = 0;
+            }
+        }
     }
-    *n_out = n;
+    if (any) {
+        size_t tb = (size_t)T * sizeof(int32_t);
+        IG_TRY(ig_be_upload(be, s->q_d, q, (size_t)n * qd * sizeof(float), err));
+        IG_TRY(ig_be_upload(be, s->src_d, s->src_h, tb, err));
+        IG_TRY(ig_be_upload(be, s->np_d, s->np_h, tb, err));
+        IG_TRY(ig_be_upload(be, s->k_d, s->k_h, tb, err));
+        IG_TRY(ig_be_page_bounds(be, s->q_d, s->group, s->hd, s->kmin_d, s->kmax_d, s->rows_d,
+                                 (int64_t)P, s->src_d, s->np_d, s->gqa_sum, s->ps_d, (int64_t)P, T,
+                                 err));
+        IG_TRY(ig_be_topk(be, s->ps_d, (int64_t)P, T, (int64_t)P, s->np_d, 0, s->k_d, s->idx_d,
+                          (int64_t)P, s->cnt_d, err));
+        IG_TRY(ig_be_download(be, s->idx_h, s->idx_d, (size_t)T * P * sizeof(int32_t), err));
+        IG_TRY(ig_be_download(be, s->cnt_h, s->cnt_d, tb, err));
+    }
+    for (int t = 0; t < T; t++) {
+        int i = t / G, g = t % G;
+        int32_t *o = out[i].entries + (size_t)g * (size_t)out[i].max_per_head;
+        if (!s->mode[t]) {
+            select_all(&ev[t], o, &out[i].n[g]);
+            continue;
+        }
+        memset(s->chosen, 0, (size_t)s->np_h[t] + 1);
+        s->chosen[s->np_h[t]] = 1;
+        if (s->k_h[t] > 0)
+            for (int32_t j = 0; j < s->cnt_h[t]; j++) s->chosen[s->idx_h[(size_t)t * P + j]] = 1;
+        chosen_entries(s, &ev[t], o, &out[i].n[g]);
+    }
+    return IG_OK;
 }
 
 static void quest_select(void *st, int layer, int n, const int *slots, const float *q,
                          const ig_entries_view *ev, ig_selection *out) {
     quest_state *s = st;
     size_t qd = (size_t)s->H * (size_t)s->hd;
+    if (layer >= s->dense_layers) s->selections += (long long)n * s->G;
+    if (s->be && !s->dev_failed && layer >= s->dense_layers && n <= s->S) {
+        ig_error err;
+        ig_status rc = select_on_table(s, layer, n, slots, q, ev, out, &err);
+        if (rc == IG_OK) {
+            s->table_selections += (long long)n * s->G;
+            return;
+        }
+        IG_WARN("quest: page scores on the %s backend failed, the host takes over: %s",
+                s->be->caps.name, err.msg);
+        s->dev_failed = 1;
+        /* the host arrays are complete: nothing to mirror back */
+    }
     for (int i = 0; i < n; i++)
         for (int g = 0; g < s->G; g++)
             select_head(s, layer, slots[i], g, q + (size_t)i * qd,
@@ -228,6 +414,11 @@ static const char *quest_budget(const void *st, char *buf, size_t n) {
             buf, n,
             "budget_ratio = %g of the current length read (whole pages of %d), layers %d and up",
             s->budget_ratio, s->page_size, s->dense_layers);
+    size_t used = strlen(buf);
+    if (s->be && used < n)
+        snprintf(buf + used, n - used,
+                 "; page scores and top pages on the %s backend in %lld of %lld selections",
+                 s->be->caps.name, s->table_selections, s->selections);
     return buf;
 }
 

@@ -156,15 +156,18 @@ static void compare1(const char *model, const ig_model *m, const char *policy,
         CU_ASSERT_PTR_NOT_NULL(strstr(cpu.budget, "top-k on the cpu backend"));
         CU_ASSERT_PTR_NOT_NULL(strstr(gpu.budget, "top-k on the cuda backend"));
     }
-    if (a == 0 && b == 0 && policy && !strcmp(policy, "infinigen")) {
-        /* its speculation (partial query, scores, counts, top-n) ran through each engine's own
-         * backend table in every selection: the same policy code on both */
+    int ig = policy && !strcmp(policy, "infinigen"), qu = policy && !strcmp(policy, "quest");
+    if (a == 0 && b == 0 && (ig || qu)) {
+        /* InfiniGen's speculation (partial query, scores, counts, top-n) and Quest's page scores
+         * and top pages ran through each engine's own backend table in every selection: the same
+         * policy code on both */
         for (int side = 0; side < 2; side++) {
             const char *bud = side ? gpu.budget : cpu.budget;
-            const char *fmt = side ? "top-n on the cuda backend in %lld of %lld"
-                                   : "top-n on the cpu backend in %lld of %lld";
-            const char *on = strstr(bud, side ? "top-n on the cuda backend in "
-                                              : "top-n on the cpu backend in ");
+            const char *what = ig ? "top-n" : "top pages";
+            char fmt[160], head[64];
+            snprintf(head, sizeof head, "%s on the %s backend in ", what, side ? "cuda" : "cpu");
+            snprintf(fmt, sizeof fmt, "%s%%lld of %%lld", head);
+            const char *on = strstr(bud, head);
             long long dev = -1, all = -2;
             CU_ASSERT_PTR_NOT_NULL(on);
             if (on) CU_ASSERT_EQUAL(sscanf(on, fmt, &dev, &all), 2);
@@ -231,6 +234,7 @@ static const char *k_h2o[] = {"heavy_ratio=0.3", "recent_ratio=0.2"};
 static const char *k_inf[] = {"alpha=4", "dense_layers=0"};
 static const char *k_inf_pool[] = {"alpha=4", "dense_layers=0", "pool_capacity=0.5"};
 static const char *k_toy[] = {"fraction=0.4"};
+static const char *k_quest[] = {"page_size=4", "budget_ratio=0.4", "dense_layers=1"};
 
 static void all_policies(const char *name, const ig_model *m) {
     /* tests/toy_policy.c computes its selection through the run's backend table: on the CUDA
@@ -246,6 +250,7 @@ static void all_policies(const char *name, const ig_model *m) {
     /* its memory-limited pool (evictions, the pool's counters) through the table too; f32 only */
     compare1(name, m, "infinigen", k_inf_pool, 3, IG_KV_ACCESS_AUTO, 1, 0);
     compare(name, m, "int4", NULL, 0, IG_KV_ACCESS_AUTO, 0);
+    compare(name, m, "quest", k_quest, 3, IG_KV_ACCESS_AUTO, 0);
     compare(name, m, "toy-random", k_toy, 1, IG_KV_ACCESS_AUTO, 0);
 }
 

@@ -53,6 +53,9 @@ typedef struct rig {
     int32_t victims[1024];
 } rig;
 
+/* The backend table a rig's policy gets (ig_policy_env.be); NULL: none, the host loops. */
+static ig_be *g_rig_be;
+
 static int rig_open(rig *r, const char *policy, const char *const *sets, int n_sets, int n_layer,
                     int n_head, int n_kv_head, int hd, int max_ctx) {
     memset(r, 0, sizeof *r);
@@ -67,7 +70,7 @@ static int rig_open(rig *r, const char *policy, const char *const *sets, int n_s
     r->cfg.head_dim = hd;
     r->cfg.d_model = n_head * hd;
     r->max_ctx = max_ctx;
-    ig_policy_env env = {NULL, &r->cfg, 1, max_ctx, IG_DTYPE_F32, NULL, NULL};
+    ig_policy_env env = {NULL, &r->cfg, 1, max_ctx, IG_DTYPE_F32, g_rig_be, NULL};
     ig_policy_params *p = params_of(policy, sets, n_sets);
     if (!p) return -1;
     r->st = calloc(1, r->ops->state_size ? r->ops->state_size : 1);
@@ -495,15 +498,33 @@ static void quest_check_selection(const char *gqa, int n_tok, int budget) {
         CU_ASSERT_EQUAL(rows, want_rows); /* whole pages */
         CU_ASSERT(extra >= last || rows <= (budget > last_rows ? budget : last_rows));
     }
+    if (g_rig_be) { /* the selection ran on the table */
+        char buf[512], want_on[128];
+        snprintf(want_on, sizeof want_on, "on the %s backend in %d of %d selections",
+                 g_rig_be->caps.name, G, G);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.ops->budget(r.st, buf, sizeof buf), want_on));
+    }
     rig_close(&r);
 }
 
+/* The host loop (no table), and the page scores and top pages on the cpu and cpu-ref tables: the
+ * same selections, from the test's own page scores. */
 static void test_quest_selects_top_pages(void) {
-    quest_check_selection("max", 64, 20);
-    quest_check_selection("max", 62, 20);
-    quest_check_selection("sum", 61, 24);
-    quest_check_selection("max", 50, 3);   /* budget below the last page: that page alone */
-    quest_check_selection("max", 40, 100); /* budget above the context: everything */
+    ig_be *tables[3] = {NULL, NULL, NULL};
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_be_cpu_create(&tables[1], &err), IG_OK);
+    CU_ASSERT_EQUAL_FATAL(ig_be_ref_create(&tables[2], &err), IG_OK);
+    for (int b = 0; b < 3; b++) {
+        g_rig_be = tables[b];
+        quest_check_selection("max", 64, 20);
+        quest_check_selection("max", 62, 20);
+        quest_check_selection("sum", 61, 24);
+        quest_check_selection("max", 50, 3);   /* budget below the last page: that page alone */
+        quest_check_selection("max", 40, 100); /* budget above the context: everything */
+    }
+    g_rig_be = NULL;
+    ig_be_free(tables[1]);
+    ig_be_free(tables[2]);
 }
 
 static void test_quest_dense_layers(void) {
