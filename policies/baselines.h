@@ -12,11 +12,6 @@ static inline int64_t ig_budget_tokens(double ratio, int64_t n) {
     return (int64_t)floor(ratio * (double)n + 1e-9);
 }
 
-/* Quest's page bound for one query head: sum_i max(q_i * kmin_i, q_i * kmax_i), an upper bound of
- * q . k for every key k with kmin <= k <= kmax elementwise (also in float arithmetic when q . k is
- * summed in the same order, since rounding is monotone). */
-float ig_quest_page_bound(const float *q, const float *kmin, const float *kmax, int hd);
-
 /* The accumulated attention (heavy_hitter_score) of the token in entry e of an h2o state. */
 float ig_h2o_entry_score(const void *st, int layer, int slot, int head, int64_t e);
 

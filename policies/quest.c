@@ -60,15 +60,6 @@ static const ig_param_spec quest_params[] = {
      "page score of a KV head from its query heads' bounds: max or sum"},
 };
 
-float ig_quest_page_bound(const float *q, const float *kmin, const float *kmax, int hd) {
-    float s = 0;
-    for (int i = 0; i < hd; i++) {
-        float a = q[i] * kmin[i], b = q[i] * kmax[i];
-        s += a > b ? a : b;
-    }
-    return s;
-}
-
 static size_t page_index(const quest_state *s, int layer, int slot, int head, int64_t page) {
     return (((size_t)(layer - s->dense_layers) * (size_t)s->S + (size_t)slot) * (size_t)s->G +
             (size_t)head) *
@@ -284,7 +275,7 @@ static void select_head(quest_state *s, int layer, int slot, int g, const float 
             float best = s->gqa_sum ? 0.0f : -INFINITY;
             for (int hh = 0; hh < s->group; hh++) {
                 const float *qh = q + (size_t)(g * s->group + hh) * (size_t)s->hd;
-                float b = ig_quest_page_bound(qh, mn, mx, s->hd);
+                float b = ig_cpu_page_bound(qh, mn, mx, s->hd);
                 if (s->gqa_sum)
                     best += b;
                 else if (b > best)

@@ -304,13 +304,8 @@ static void test_attention_colsum(void) {
                             IG_ERR_INVALID_ARG);
             CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "workspace"));
         }
-        ig_be_release(be, dk);
-        ig_be_release(be, dv);
-        ig_be_release(be, dq);
-        ig_be_release(be, dout);
-        ig_be_release(be, dcs);
-        ig_be_release(be, wa);
-        ig_be_release(be, ws);
+        void *bufs[] = {dk, dv, dq, dout, dcs, wa, ws};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ig_be_release(be, bufs[i]);
     }
 }
 

@@ -12,6 +12,7 @@
 #include "core/engine/engine.h"
 #include "core/model/io/safetensors.h"
 #include "core/model/model.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "offload/kv_home.h"
 #include "policies/baselines.h"
 #include "policies/policy.h"
@@ -407,7 +408,7 @@ static void test_quest_bound(void) {
             }
             q[d] = 4.0f * frand();
         }
-        float b = ig_quest_page_bound(q, mn, mx, HD);
+        float b = ig_cpu_page_bound(q, mn, mx, HD);
         for (int i = 0; i < rows; i++) {
             float dot = 0;
             for (int d = 0; d < HD; d++) dot += q[d] * k[i][d];
@@ -471,8 +472,8 @@ static void quest_check_selection(const char *gqa, int n_tok, int budget) {
                     if (x > mx[d]) mx[d] = x;
                 }
             }
-            float b0 = ig_quest_page_bound(q[2 * g], mn, mx, HD);
-            float b1 = ig_quest_page_bound(q[2 * g + 1], mn, mx, HD);
+            float b0 = ig_cpu_page_bound(q[2 * g], mn, mx, HD);
+            float b1 = ig_cpu_page_bound(q[2 * g + 1], mn, mx, HD);
             score[pg] = !strcmp(gqa, "sum") ? b0 + b1 : (b0 > b1 ? b0 : b1);
         }
         unsigned char want[CTX / PS] = {0};

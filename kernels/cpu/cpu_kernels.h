@@ -155,7 +155,9 @@ int64_t ig_cpu_count_greater(const float *x, int64_t n, float thr);
  * ws: ws_bytes >= ig_cpu_topk_ws_bytes(n) = (2048 + 2n) * 4; not used when k >= n. */
 size_t ig_cpu_topk_ws_bytes(int64_t n);
 /* Quest's bound of q . k over the keys of one page, from their per-dimension min and max:
- * sum over i (in order) of max(q[i] * kmin[i], q[i] * kmax[i]). */
+ * sum over i (in order) of max(q[i] * kmin[i], q[i] * kmax[i]), an upper bound of q . k for every
+ * key k with kmin <= k <= kmax elementwise (also in float arithmetic when q . k is summed in the
+ * same order, since rounding is monotone). */
 float ig_cpu_page_bound(const float *q, const float *kmin, const float *kmax, int hd);
 /* The k-th largest of x[0..n) (1 <= k <= n), reordering x in place (Hoare quickselect; expected
  * O(n)). NaN-free input (callers map NaN to -inf). */
