@@ -57,6 +57,7 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
         t->attention_colsum_ws != NULL,
         t->attention_colsum != NULL,
         t->page_bounds != NULL,
+        t->embed != NULL,
     };
     static const char *names[] = {"destroy",
                                   "alloc",
@@ -96,7 +97,8 @@ ig_status ig_be_iface_check(const ig_be_iface *t, const char *name, ig_error *er
                                   "host_unregister",
                                   "attention_colsum_ws",
                                   "attention_colsum",
-                                  "page_bounds"};
+                                  "page_bounds",
+                                  "embed"};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (!set[i])
             return ig_error_set(err, IG_ERR_INVALID_ARG, "backend %s: no %s op", name, names[i]);
@@ -366,6 +368,19 @@ ig_status ig_be_page_bounds(ig_be *be, const float *q, int group, int hd, const 
           "page_bounds: NULL q, kmin, kmax, rows, src, n_pages or out");
     return be->iface->page_bounds(be, q, group, hd, kmin, kmax, rows, pages_stride, src, n_pages,
                                   gqa_sum, out, ldo, tables, err);
+}
+
+ig_status ig_be_embed(ig_be *be, const void *table, ig_dtype tt, int64_t rows, int64_t dim,
+                      const int32_t *ids, int64_t n, float *out, ig_error *err) {
+    CHECK(rows >= 0 && dim > 0 && n >= 0, "embed: rows=%lld dim=%lld n=%lld", (long long)rows,
+          (long long)dim, (long long)n);
+    CHECK(tt == IG_DTYPE_F32 || tt == IG_DTYPE_F16 || tt == IG_DTYPE_BF16 || ig_dtype_is_quant(tt),
+          "embed: table of type %s", ig_dtype_name(tt));
+    CHECK(!ig_dtype_is_quant(tt) || dim % ig_dtype_block_elems(tt) == 0,
+          "embed: dim %lld is not a multiple of %s's block", (long long)dim, ig_dtype_name(tt));
+    if (n == 0) return IG_OK;
+    CHECK(table && ids && out, "embed: NULL table, ids or out");
+    return be->iface->embed(be, table, tt, rows, dim, ids, n, out, err);
 }
 
 ig_status ig_be_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,

@@ -34,7 +34,7 @@
 /* 2: copy2d, attention_ws, attention, gather_rows, attention_rows, convert, the KV codec's
  * kvq_quantize / kvq_dequantize, and queues (fork, upload_async, events, host registration) added.
  * 3: attention_colsum_ws, attention_colsum (causal attention with each key's probability sums),
- * page_bounds (Quest's page scores).
+ * page_bounds (Quest's page scores), embed (rows of an embedding table by token id).
  * A table of an earlier version lacks slots and is refused. */
 #define IG_BE_IFACE_VERSION 3
 
@@ -161,6 +161,8 @@ typedef struct ig_be_iface {
                              const float *kmax, const int32_t *rows, int64_t pages_stride,
                              const int32_t *src, const int32_t *n_pages, int gqa_sum, float *out,
                              int64_t ldo, int tables, ig_error *err);
+    ig_status (*embed)(ig_be *be, const void *table, ig_dtype tt, int64_t rows, int64_t dim,
+                       const int32_t *ids, int64_t n, float *out, ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -335,6 +337,12 @@ ig_status ig_be_page_bounds(ig_be *be, const float *q, int group, int hd, const 
                             const float *kmax, const int32_t *rows, int64_t pages_stride,
                             const int32_t *src, const int32_t *n_pages, int gqa_sum, float *out,
                             int64_t ldo, int tables, ig_error *err);
+/* Embedding rows: out[i][0..dim) = row ids[i] of `table` ([rows][dim] of tt: f32, f16, bf16 or
+ * block-quantized) as f32, each row as ig_dequant_row_ref gives it (bitwise on every table). ids
+ * in [0, rows): the host tables refuse one outside, the cuda table (which cannot read ids before
+ * it runs) writes a row of NaN for it. Every pointer is a buffer of the backend. */
+ig_status ig_be_embed(ig_be *be, const void *table, ig_dtype tt, int64_t rows, int64_t dim,
+                      const int32_t *ids, int64_t n, float *out, ig_error *err);
 /* Per row, the k_r = k_rows ? k_rows[r] : k largest, ties to the lower index, NaN below every
  * number, written ascending to idx + r * ld_idx; counts[r] = min(max(k_r, 0), n_r) (ig_cpu_topk).
  */

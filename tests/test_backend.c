@@ -911,6 +911,63 @@ static void test_page_bounds(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "page_bounds"));
 }
 
+/* Embedding rows of f32, f16 and block-quantized (q4_1) tables: every table gives the rows as
+ * ig_dequant_row_ref does, bit for bit; an id outside the table is refused on the host tables and
+ * gives a row of NaN on the cuda table. */
+static void test_embed(void) {
+    enum { ROWS = 10, DIM = 64, N = 5 };
+    static float f32[ROWS * DIM], want[N * DIM], got[N * DIM];
+    static uint16_t f16[ROWS * DIM];
+    static unsigned char q[ROWS * DIM * 2];
+    fill(f32, ROWS * DIM);
+    for (int i = 0; i < ROWS * DIM; i++) f16[i] = ig_f32_to_f16(f32[i]);
+    size_t qrb = ig_dtype_row_bytes(IG_DTYPE_Q4_1, DIM);
+    for (int r = 0; r < ROWS; r++)
+        CU_ASSERT_EQUAL_FATAL(ig_quantize_row_ref(IG_DTYPE_Q4_1, f32 + r * DIM, q + r * qrb, DIM),
+                              0);
+    const int32_t ids[N] = {3, 0, 9, 3, 7}, bad[2] = {2, ROWS};
+    const struct {
+        ig_dtype t;
+        const void *data;
+        size_t bytes;
+    } tabs[3] = {{IG_DTYPE_F32, f32, sizeof f32},
+                 {IG_DTYPE_F16, f16, sizeof f16},
+                 {IG_DTYPE_Q4_1, q, ROWS * qrb}};
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++) {
+        ig_be *be = all[bi];
+        ig_error err;
+        int32_t *dids = up(be, ids, sizeof ids), *dbad = up(be, bad, sizeof bad);
+        float *dout = up(be, NULL, sizeof got);
+        for (int ti = 0; ti < 3; ti++) {
+            size_t rb = tabs[ti].bytes / ROWS;
+            for (int i = 0; i < N; i++)
+                ig_dequant_row_ref(tabs[ti].t, (const char *)tabs[ti].data + (size_t)ids[i] * rb,
+                                   want + i * DIM, DIM);
+            void *dt = up(be, tabs[ti].data, tabs[ti].bytes);
+            CU_ASSERT_EQUAL_FATAL(ig_be_embed(be, dt, tabs[ti].t, ROWS, DIM, dids, N, dout, &err),
+                                  IG_OK);
+            down(be, got, dout, sizeof got);
+            CU_ASSERT_EQUAL(memcmp(want, got, sizeof got), 0);
+            ig_status rc = ig_be_embed(be, dt, tabs[ti].t, ROWS, DIM, dbad, 2, dout, &err);
+            if (!be->caps.device_memory) {
+                CU_ASSERT_EQUAL(rc, IG_ERR_INVALID_ARG);
+                CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "outside"));
+            } else {
+                CU_ASSERT_EQUAL(rc, IG_OK);
+                down(be, got, dout, 2 * DIM * sizeof(float));
+                CU_ASSERT(!isnan(got[0]) && isnan(got[DIM]) && isnan(got[2 * DIM - 1]));
+            }
+            ig_be_release(be, dt);
+        }
+        CU_ASSERT_EQUAL(ig_be_embed(be, dout, IG_DTYPE_Q4_1, ROWS, DIM + 1, dids, N, dout, &err),
+                        IG_ERR_INVALID_ARG);
+        ig_be_release(be, dids);
+        ig_be_release(be, dbad);
+        ig_be_release(be, dout);
+    }
+}
+
 static void test_count_and_topk(void) {
     enum { ROWS = 6, LDX = 300, N = 257, LDI = 260 };
     static float x[ROWS * LDX];
@@ -1050,6 +1107,7 @@ void ig_test_register(void) {
     CU_add_test(s, "attention", test_attention);
     CU_add_test(s, "attention_colsum", test_attention_colsum);
     CU_add_test(s, "page_bounds", test_page_bounds);
+    CU_add_test(s, "embed", test_embed);
     CU_add_test(s, "gather_rows", test_gather_rows);
     CU_add_test(s, "attention_rows", test_attention_rows);
     CU_add_test(s, "codec", test_codec);

@@ -297,14 +297,15 @@ static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig
     int n_gb = (n_seqs + gb - 1) / gb;
 
     if (e->kv) ig_kv_call_begin(e, gb);
+    /* the embedding rows, on the host table for both engines (the CUDA engine copies them up) */
     ig_weight te = ig_model_tok_embd(e->model);
-    ig_cpu_embed(te.data, te.dtype, c->d_model, e->ids, T, e->x);
+    IG_TRY(ig_be_embed(e->be, te.data, te.dtype, te.rows, c->d_model, e->ids, T, e->x, err));
     if (c->arch == IG_ARCH_OPT) {
         ig_weight pe = ig_model_pos_embd(e->model);
         for (int64_t t = 0; t < T; t++) {
             int32_t p = e->pos[t] + c->pos_offset;
-            ig_cpu_embed(pe.data, pe.dtype, c->d_model, &p, 1, e->h);
-            ig_cpu_add(e->x + (size_t)t * d, e->h, c->d_model);
+            IG_TRY(ig_be_embed(e->be, pe.data, pe.dtype, pe.rows, c->d_model, &p, 1, e->h, err));
+            IG_TRY(ig_be_add(e->be, e->x + (size_t)t * d, e->h, c->d_model, err));
         }
     }
     if (e->cu) {

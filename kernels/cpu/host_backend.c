@@ -301,6 +301,23 @@ static ig_status host_page_bounds(ig_be *be, const float *q, int group, int hd, 
     return IG_OK;
 }
 
+static ig_status host_embed(ig_be *be, const void *table, ig_dtype tt, int64_t rows, int64_t dim,
+                            const int32_t *ids, int64_t n, float *out, ig_error *err) {
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= rows)
+            return ig_error_set(err, IG_ERR_INVALID_ARG, "embed: id %d at %lld outside [0, %lld)",
+                                (int)ids[i], (long long)i, (long long)rows);
+    if (!K(be)->reference) {
+        ig_cpu_embed(table, tt, dim, ids, n, out);
+        return IG_OK;
+    }
+    size_t rb = ig_dtype_row_bytes(tt, dim);
+    for (int64_t i = 0; i < n; i++)
+        ig_dequant_row_ref(tt, (const char *)table + (size_t)ids[i] * rb,
+                           out + (size_t)i * (size_t)dim, dim);
+    return IG_OK;
+}
+
 static ig_status host_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
                            const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
                            int64_t ld_idx, int32_t *counts, ig_error *err) {
@@ -596,6 +613,7 @@ static const ig_be_iface g_host_iface = {
     host_attention_colsum_ws,
     host_attention_colsum,
     host_page_bounds,
+    host_embed,
 };
 
 static ig_status host_create(const host_kernels *k, const char *name, int reference, ig_be **out,

@@ -210,6 +210,11 @@ ig_status cu_page_bounds(ig_be *be, const float *q, int group, int hd, const flo
                                out, ldo, tables, S(be), err);
 }
 
+ig_status cu_embed(ig_be *be, const void *table, ig_dtype tt, int64_t rows, int64_t dim,
+                   const int32_t *ids, int64_t n, float *out, ig_error *err) {
+    return ig_cuda_embed(table, tt, rows, dim, ids, n, out, S(be), err);
+}
+
 ig_status cu_gather_rows(ig_be *be, void *dst, int64_t dst_table_stride, const void *src,
                          int64_t src_table_stride, int64_t src_row_stride, const int32_t *src_table,
                          size_t row_bytes, const int32_t *idx, int64_t idx_stride,
@@ -334,6 +339,7 @@ const ig_be_iface g_cuda_iface = {
     cu_attention_colsum_ws,
     cu_attention_colsum,
     cu_page_bounds,
+    cu_embed,
 };
 
 // A table over c (its fields set by the caller; ig_be_free frees c with it, the caller frees c

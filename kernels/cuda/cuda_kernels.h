@@ -235,6 +235,13 @@ ig_status ig_cuda_dequant_rows_idx(const void *W, ig_dtype wt, int64_t src_rows,
                                    const int32_t *idx, int64_t n, void *dst, ig_dtype dt,
                                    ig_cuda_stream_t s, ig_error *err);
 
+/* Embedding rows by token id (ig_be_embed; embed.cu): f32, f16, bf16 or block-quantized tables
+ * into f32 rows, each as ig_dequant_row_ref gives it; an id outside [0, rows) gives a row of NaN.
+ */
+ig_status ig_cuda_embed(const void *table, ig_dtype tt, int64_t rows, int64_t dim,
+                        const int32_t *ids, int64_t n, float *out, ig_cuda_stream_t s,
+                        ig_error *err);
+
 /* ---- sampling (sample.cu) ---------------------------------------------------------------------
  */
 
