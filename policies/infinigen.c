@@ -987,6 +987,10 @@ static int select_on_device(ig_state *s, int ls, int n, const int *slots, const 
             s->frac[(size_t)(t / G) * (size_t)H + (size_t)(t % G) * (size_t)grp + (size_t)hh] =
                 ev[t].n_used > 0 ? (double)c / (double)ev[t].n_used : 0;
         }
+    /* fetch_rule=adaptive steps the layer's alpha here: kept, so that a failure below leaves the
+     * step to the host loop's selection alone */
+    float alpha0 = s->alpha_l[ls];
+    double got0 = s->ad_got[ls], want0 = s->ad_want[ls];
     fetch_counts(s, ls, n, ev);
     /* 4. the top-n of every (slot, KV head) by its group's best score per entry */
     int32_t ld = 1;
@@ -1005,7 +1009,12 @@ static int select_on_device(ig_state *s, int ls, int n, const int *slots, const 
                             &err);
     if (rc == IG_OK)
         rc = ig_be_download(be, s->nk_h, s->tcnt_d, (size_t)tasks * sizeof(int32_t), &err);
-    if (rc != IG_OK) goto failed;
+    if (rc != IG_OK) {
+        s->alpha_l[ls] = alpha0;
+        s->ad_got[ls] = got0;
+        s->ad_want[ls] = want0;
+        goto failed;
+    }
     for (int t = 0; t < tasks; t++) {
         int i = t / G, g = t % G;
         out[i].n[g] = s->nk_h[t];
@@ -1018,8 +1027,7 @@ failed:
     IG_WARN("infinigen: speculation on the %s backend failed, the host takes over: %s",
             be->caps.name, err.msg);
     s->dev_failed = 1;
-    /* the host path selects again; after a failure past fetch_counts, fetch_rule=adaptive's alpha
-     * takes this selection's step twice */
+    /* the host loop selects again from the same state (alpha as before this selection) */
     return 0;
 }
 

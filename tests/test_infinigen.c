@@ -745,6 +745,85 @@ static void test_selection_rule(void) {
     printf("\n    ");
 }
 
+/* A table whose top-k fails: the cpu table otherwise (host memory, read in place). */
+static ig_status failing_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                              const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
+                              int64_t ld_idx, int32_t *counts, ig_error *err) {
+    (void)be, (void)x, (void)ldx, (void)rows, (void)n, (void)n_rows, (void)k, (void)k_rows;
+    (void)idx, (void)ld_idx, (void)counts;
+    return ig_error_set(err, IG_ERR_DEVICE, "topk: failed on purpose (test)");
+}
+
+/* fetch_rule=adaptive steps a layer's alpha once per selection. When the table fails at its last
+ * step (after the fetch counts, which step alpha), the host loop selects again: the selections that
+ * follow must be those of a run that never had a table (the step taken once, not twice). */
+static void test_failed_table_adaptive(void) {
+    static ig_be_iface fail_if;
+    static struct ig_be fail_be;
+    fail_if = *g_cpu_be->iface;
+    fail_if.topk = failing_topk;
+    fail_be = *g_cpu_be;
+    fail_be.iface = &fail_if;
+    enum { STEPS = 6 };
+    static int32_t ent[2][STEPS][2][MAXH * SEL_MAX];
+    static int64_t nn[2][STEPS][2][MAXH];
+    const ig_model *m = g_models[0];
+    const ig_model_config *c = ig_model_get_config(m);
+    char skew[4400];
+    snprintf(skew, sizeof skew, "skew=%.4300s", g_skew_path[0]);
+    for (int path = 0; path < 2; path++) {
+        g_policy_be = path ? &fail_be : NULL;
+        g_rng = 0x243f6a8885a308d3ull;
+        const char *sets[] = {"dense_layers=0",
+                              "partial_ratio=0.25",
+                              "fetch_rule=adaptive",
+                              "max_fetch=0.2",
+                              "alpha=1",
+                              skew,
+                              "partial_dtype=f32"};
+        policy_run r;
+        ig_error err;
+        CU_ASSERT_EQUAL_FATAL(policy_open(&r, 0, 2, 64, sets, 7, &err), IG_OK);
+        static slot_data sd[2];
+        int layer = 1;
+        sd[0].hw = 24;
+        sd[1].hw = 40;
+        feed_slot(&r, c, layer, 0, &sd[0], NULL, 0, 1);
+        feed_slot(&r, c, layer, 1, &sd[1], NULL, 0, 1);
+        ig_entries_view ev[2 * MAXH];
+        for (int i = 0; i < 2; i++)
+            for (int g = 0; g < c->n_kv_head; g++)
+                ev[i * c->n_kv_head + g] =
+                    (ig_entries_view){sd[i].pos, sd[i].hw, sd[i].hw, sd[i].n_tokens};
+        const int slots[2] = {0, 1};
+        float x[2 * 64];
+        for (int step = 0; step < STEPS; step++) {
+            for (int i = 0; i < 2 * c->d_model; i++) x[i] = (float)urand();
+            ig_selection out[2] = {{ent[path][step][0], nn[path][step][0], SEL_MAX},
+                                   {ent[path][step][1], nn[path][step][1], SEL_MAX}};
+            r.ops->select_ahead(r.st, layer, 2, slots, x, ev, out);
+        }
+        char bud[512];
+        r.ops->budget(r.st, bud, sizeof bud);
+        /* the failing table ran (and failed) once, then the host loop took over */
+        CU_ASSERT_EQUAL(strstr(bud, "on the cpu backend in 0 of 6 selections") != NULL, path);
+        policy_close(&r);
+    }
+    g_policy_be = NULL;
+    int same = 1, differ_in_time = 0;
+    for (int step = 0; step < STEPS; step++)
+        for (int i = 0; i < 2; i++)
+            for (int g = 0; g < c->n_kv_head; g++) {
+                if (nn[0][step][i][g] != nn[1][step][i][g]) same = 0;
+                if (nn[0][step][i][g] != nn[0][0][i][g]) differ_in_time = 1;
+                for (int64_t j = 0; same && j < nn[0][step][i][g]; j++)
+                    if (ent[0][step][i][g * SEL_MAX + j] != ent[1][step][i][g * SEL_MAX + j])
+                        same = 0;
+            }
+    CU_ASSERT(same);
+    CU_ASSERT(differ_in_time); /* alpha moved: the counts depend on it */
+}
+
 /* W_q comes from the engine (ig_policy_env.wq): without it, or with a wrong shape, init refuses
  * with a message; it is the engine's, so the policy's device bytes do not depend on its type or
  * bias (the model's weights count it once). */
@@ -1193,6 +1272,7 @@ void ig_test_register(void) {
     CU_add_test(s, "top_n", test_top_n);
     CU_add_test(s, "pool_victims", test_pool_victims);
     CU_add_test(s, "selection_rule", test_selection_rule);
+    CU_add_test(s, "failed_table_adaptive", test_failed_table_adaptive);
     CU_add_test(s, "pool_counters", test_pool_counters);
     CU_add_test(s, "wq_handed_in", test_wq_handed_in);
     CU_add_test(s, "skew_file", test_skew_file);
