@@ -366,6 +366,12 @@ static void test_wq_read_ahead_counted(void) {
     run(r, WQ_RUN " --percent 0,100,100,0,100,0"); /* the text report names them */
     CU_ASSERT_EQUAL(r->status, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "W_q read ahead (placed off the device, held resident)"));
+    /* every layer selected: layer 0's selection runs inside layer 0 (its W_q loaded), so still
+     * layer 1's only */
+    run(r, "bench-decode --policy infinigen --set dense_layers=0 --batch 1 --prompt-len 8 "
+           "--gen-len 2 --random --json --percent 0,100,100,0,100,0");
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_EQUAL(json_int(r->out, "policy_wq_device_bytes"), wq1);
     /* half of each layer on host: the placement keeps the attention tensors (W_q among them) on
      * the device, so nothing more is held */
     snprintf(args, sizeof args, "%s --percent 50,50,100,0,100,0", base);

@@ -200,9 +200,10 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
      * the selected layers resident, as the artifact keeps its partial weights; these are whole
      * W_q (this engine projects with the whole matrix: on Llama RoPE sits between projection and
      * skew), in the weights' own storage type. Counted as the policy's device metadata; only for
-     * layers whose W_q is placed off the device (a resident one is counted with the weights). */
+     * layers whose W_q is placed off the device (a resident one is counted with the weights).
+     * Layer 0 is never read ahead: its selection runs inside layer 0, its weights loaded. */
     if (r->caps.reads_wq && o->weights) {
-        for (int l = r->caps.dense_layers; l < r->L; l++) {
+        for (int l = r->caps.dense_layers > 1 ? r->caps.dense_layers : 1; l < r->L; l++) {
             if (ig_wstream_tier(o->weights, l, IG_WT_Q) == IG_TIER_DEVICE) continue;
             const ig_policy_wq *w = &r->wq[l];
             r->wq_dev_bytes += (size_t)w->rows * ig_dtype_row_bytes(w->dtype, w->cols) +
@@ -865,10 +866,11 @@ static ig_status prefill_seq(ig_engine *e, int layer, int s, const ig_layer_bufs
     if (r->contig) {
         store_new(e, layer, s);
         double t0 = ig_time_s();
-        ig_cpu_attention(
-            e->q + r0 * qd, q->n_tokens, e->p0[s], ig_kv_home_k_base(r->home, layer, q->slot, 0),
-            ig_kv_home_v_base(r->home, layer, q->slot, 0), r->cap, c->n_head, c->n_kv_head,
-            c->head_dim, scale, e->attn_ws, e->attn_ws_floats, e->att + r0 * qd);
+        IG_TRY(ig_be_attention(e->be, e->q + r0 * qd, q->n_tokens, e->p0[s],
+                               ig_kv_home_k_base(r->home, layer, q->slot, 0),
+                               ig_kv_home_v_base(r->home, layer, q->slot, 0), r->cap, c->n_head,
+                               c->n_kv_head, c->head_dim, scale, e->attn_ws, e->attn_ws_floats,
+                               e->att + r0 * qd, err));
         r->stats.attention_s += ig_time_s() - t0;
         if (r->ops->on_prefill) {
             ig_prefill_view v = {q->n_tokens,
@@ -916,13 +918,13 @@ static ig_status prefill_seq(ig_engine *e, int layer, int s, const ig_layer_bufs
     } else if (r->caps.wants_prefill_colsum) {
         colsum = r->colsum;
         memset(colsum, 0, (size_t)r->H * (size_t)stride * sizeof(float));
-        ig_cpu_attention_colsum(e->q + r0 * qd, q->n_tokens, n_exist, r->pf_k, r->pf_v, stride,
-                                c->n_head, c->n_kv_head, c->head_dim, scale, r->cws, r->cws_floats,
-                                colsum, stride, e->att + r0 * qd);
+        IG_TRY(ig_be_attention_colsum(e->be, e->q + r0 * qd, q->n_tokens, n_exist, r->pf_k, r->pf_v,
+                                      stride, c->n_head, c->n_kv_head, c->head_dim, scale, r->cws,
+                                      r->cws_floats, colsum, stride, e->att + r0 * qd, err));
     } else {
-        ig_cpu_attention(e->q + r0 * qd, q->n_tokens, n_exist, r->pf_k, r->pf_v, stride, c->n_head,
-                         c->n_kv_head, c->head_dim, scale, e->attn_ws, e->attn_ws_floats,
-                         e->att + r0 * qd);
+        IG_TRY(ig_be_attention(e->be, e->q + r0 * qd, q->n_tokens, n_exist, r->pf_k, r->pf_v,
+                               stride, c->n_head, c->n_kv_head, c->head_dim, scale, e->attn_ws,
+                               e->attn_ws_floats, e->att + r0 * qd, err));
     }
     r->stats.attention_s += ig_time_s() - t0;
     if (r->ops->on_prefill) {
@@ -997,7 +999,7 @@ static void profile_add(ig_kv_run *r, int64_t ctx, double selected) {
 }
 
 /* dev_probs: the attention ran on the layer's table (ig_kv_dev_decode); its probabilities. */
-static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
+static ig_status decode_seq(ig_engine *e, int layer, int i, const float *dev_probs, ig_error *err) {
     ig_kv_run *r = e->kv;
     int s = r->dec[i], slot = e->cur[s].slot, buf = layer & 1;
     const ig_model_config *c = &e->cfg;
@@ -1009,10 +1011,10 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
         int64_t n_res = ig_kv_home_n_used(r->home, layer, slot, 0);
         store_new(e, layer, s);
         double t0 = ig_time_s();
-        ig_cpu_attention(e->q + row * qd, 1, e->p0[s], ig_kv_home_k_base(r->home, layer, slot, 0),
-                         ig_kv_home_v_base(r->home, layer, slot, 0), r->cap, c->n_head,
-                         c->n_kv_head, c->head_dim, scale, e->attn_ws, e->attn_ws_floats,
-                         e->att + row * qd);
+        IG_TRY(ig_be_attention(
+            e->be, e->q + row * qd, 1, e->p0[s], ig_kv_home_k_base(r->home, layer, slot, 0),
+            ig_kv_home_v_base(r->home, layer, slot, 0), r->cap, c->n_head, c->n_kv_head,
+            c->head_dim, scale, e->attn_ws, e->attn_ws_floats, e->att + row * qd, err));
         r->stats.attention_s += ig_time_s() - t0;
         double rows = (double)n_res * r->G;
         r->stats.selected_rows += rows;
@@ -1029,7 +1031,7 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
             r->stats.recall_sum += r->H;
             r->stats.recall_n += r->H;
         }
-        return;
+        return IG_OK;
     }
     ig_selection sel = selection_of(r, buf, slot);
     /* Resident rows before this token is stored (for the fetched fraction). */
@@ -1121,6 +1123,7 @@ static void decode_seq(ig_engine *e, int layer, int i, const float *dev_probs) {
                                      : 2.0 * selected * ((double)r->row_bytes + 4.0 * r->hd) +
                                            2.0 * r->G * 4.0 * r->hd;
     store_new(e, layer, s);
+    return IG_OK;
 }
 
 static ig_status attention_step(ig_engine *e, int layer, const ig_layer_bufs *b, ig_error *err) {
@@ -1167,9 +1170,9 @@ static ig_status attention_step(ig_engine *e, int layer, const ig_layer_bufs *b,
                                            b->att, r->caps.wants_probs);
         size_t per = (size_t)r->H * (size_t)r->probs_stride;
         for (int i = r->i0; i < r->i1; i++)
-            decode_seq(e, layer, i, pr ? pr + (size_t)(i - r->i0) * per : NULL);
+            IG_TRY(decode_seq(e, layer, i, pr ? pr + (size_t)(i - r->i0) * per : NULL, err));
     } else {
-        for (int i = r->i0; i < r->i1; i++) decode_seq(e, layer, i, NULL);
+        for (int i = r->i0; i < r->i1; i++) IG_TRY(decode_seq(e, layer, i, NULL, err));
     }
     if (n > 0 && r->async_store) submit_store(e, layer);
     if (layer == r->L - 1) r->stats.decode_tokens += n;

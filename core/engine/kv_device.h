@@ -4,7 +4,8 @@
  * are gathered into a double-buffered working set on a second queue of the table (a fork),
  * ordered by events, and decode attention runs over them on the table's own queue. Every step is
  * an op of the table (kernels/backend_iface.h): the same code on any backend whose buffers are not
- * the host's (the CUDA engine's "cuda" table; the host tables run it too, in tests).
+ * the host's. Only the CUDA engine's "cuda" table has such buffers today (test_cuda_engine_emu
+ * runs it on the emulator); the host tables' engine reads the home in place instead.
  *
  * Errors: the gather and decode steps run inside hooks that cannot fail (engine_kv.c); the first
  * error is kept (ig_kv_dev_error) and every later step does nothing until ig_kv_dev_clear_error. */
