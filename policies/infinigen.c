@@ -10,9 +10,7 @@
  * rotations come from a skew file made by 'igen calibrate'. */
 #include "policies/infinigen.h"
 
-#include <cblas.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,7 +238,6 @@ typedef struct ig_state {
     double pool_frac; /* entries a sparse layer keeps, as a fraction of the sequence (1: all) */
     ig_pool_evict evict;
     int scope;
-    int threads;
     ig_skew *skew;
     float *rope_cos, *rope_sin;
     /* per (sparse layer, slot, KV head) */
@@ -254,35 +251,40 @@ typedef struct ig_state {
     int32_t *sel_count; /* pool: [Ls][S][G][C] by position */
     int32_t *last_sel;  /* pool: [Ls][S][G][C], 1 + sequence length at the last selection */
     /* scratch (sized at init; hooks never allocate) */
-    float *qfull;        /* [S][H*hd] */
     int32_t *qpos;       /* [S] */
-    float *pq;           /* [S][H][kmax] partial queries */
-    float *mscore;       /* [S][G][C] group-max partial score per entry */
-    float *hscore;       /* [threads][group][C] */
-    float *hmax;         /* [threads][group] */
-    float *tmp;          /* [threads][C] */
     double *frac;        /* [S][H] count / entries in use */
     int64_t *nsel;       /* [S][G] */
-    float *rows;         /* [ROW_CHUNK][hd] */
+    float *xrows;        /* prefill statistics: [ROW_CHUNK][hd] input rows, packed */
+    float *rows;         /* [ROW_CHUNK][hd] the same rows rotated */
+    float *at;           /* [hd][hd] A transposed (the rotation as a linear layer's weight) */
+    float *mscore;       /* pool seeding: [G][C] group-max partial score per entry */
+    float *hscore;       /* pool seeding: [group][C] */
+    float *tmp;          /* pool seeding: [C] */
     float *seed_pk;      /* pool seeding: [G][C][kmax] */
     float *seed_pq;      /* [H][kmax] */
     int32_t *seed_idx;   /* [C] */
     unsigned char *mark; /* [C] */
-    /* Speculation through the run's backend table (env->be): every step (the partial query from
-     * W_q, partial scores, threshold counts, top-n) by the table's ops on its buffers, the same
-     * code on the CUDA engine (the partial key cache mirrored on the device, its new entries
-     * uploaded before each selection) and on the CPU engine (the cpu table reads it in place).
-     * NULL be (hooks driven without an engine), groups over 16 query heads, or a failed backend:
-     * the host loop. */
+    /* Every computation of the policy runs through a backend table: the speculation (the partial
+     * query from W_q, partial scores, threshold counts, top-n) on `be`, the run's table
+     * (env->be: on the CUDA engine the partial key cache mirrored on the device, its new entries
+     * uploaded before each selection; on the CPU engine the cpu table reads it in place), and the
+     * prefill statistics on `hbe`, a host table (the prefill view is host memory). Where the
+     * engine gives no table (hooks driven by hand), none with host memory (the CUDA engine) or
+     * its table fails, the policy uses a cpu table of its own (own_be): the same code. */
     ig_be *be;
-    int be_host;            /* be's buffers are host memory (the cpu table): pkc_d is pkc itself */
-    void *pkc_d;            /* [Ls][S][G][kmax][C], as pkc */
+    ig_be *hbe;    /* env->be when its buffers are host memory, else own_be */
+    ig_be *own_be; /* created by the policy, or NULL */
+    int cs, nch;   /* a group's query heads in nch sub-groups of cs <= 16 (the ops' limit) */
+    int be_host;   /* be's buffers are host memory (the cpu table): pkc_d is pkc itself */
+    void *pkc_d;   /* [Ls][S][G][kmax][C], as pkc */
     int64_t *tab_h, *tab_d; /* [S][G][3]: each (slot, KV head) table's place, columns, length */
     int32_t *pos_d;         /* [S][G][C]: the entries' positions, when a pool freed some */
     int64_t *pk_lo;         /* host [Ls][S][G]: first entry written since the last upload */
     float *pq_d;            /* [S][H][kmax] */
     float *hs_d;            /* [S][G][group][C] each query head's partial scores */
     float *ms_d;            /* [S][G][C] the group's max per entry */
+    float *msv_d;           /* nch > 1: [S][G][nch][C] each sub-group's max, merged into ms_d */
+    float *msv_h;           /* nch > 1: host [S][G][nch][C], then [S][G][C] merged */
     float *rmax_d;          /* [S][G][group] each query head's best score */
     int32_t *nrow_d;        /* [S][G][group] entries per score row */
     int32_t *cnt_d;         /* [S][G][group] threshold counts */
@@ -308,8 +310,10 @@ typedef struct ig_state {
     float *act_d;             /* [Ls][S][G][hd][kmax] */
     unsigned char *act_dirty; /* host [Ls][S][G] */
     float *act_h;             /* host staging [hd][kmax] */
-    long long dev_selections, selections;
-    int dev_failed;
+    long long dev_selections, own_selections, every_selections, selections;
+    int dev_failed; /* the run's table failed: own_be took over */
+    int own_failed; /* own_be failed too (never expected): every entry selected */
+    char failed_name[32];
 } ig_state;
 
 #define ROW_CHUNK 256
@@ -328,25 +332,37 @@ static int pool_on(const ig_state *s) {
     return s->pool_frac < 1.0;
 }
 
-static void free_state(ig_state *s) {
+/* Releases the speculation's buffers on s->be (device_init's), leaving s->be NULL. */
+static void table_free(ig_state *s) {
     if (s->be) {
-        if (s->be_host) s->pkc_d = NULL; /* pkc's, freed below */
-        void *dev[] = {s->pkc_d,  s->tab_d,   s->pos_d,  s->pq_d,  s->hs_d,  s->ms_d,   s->rmax_d,
-                       s->nrow_d, s->cnt_d,   s->n_d,    s->k_d,   s->idx_d, s->tcnt_d, s->x_d,
-                       s->qf_d,   s->pqmax_d, s->qpos_d, s->cos_d, s->sin_d, s->act_d};
-        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ig_be_release(s->be, dev[i]);
+        if (s->be_host) s->pkc_d = NULL; /* pkc's */
+        void **dev[] = {&s->pkc_d,          (void **)&s->tab_d,   (void **)&s->pos_d,
+                        (void **)&s->pq_d,  (void **)&s->hs_d,    (void **)&s->ms_d,
+                        (void **)&s->msv_d, (void **)&s->rmax_d,  (void **)&s->nrow_d,
+                        (void **)&s->cnt_d, (void **)&s->n_d,     (void **)&s->k_d,
+                        (void **)&s->idx_d, (void **)&s->tcnt_d,  (void **)&s->x_d,
+                        (void **)&s->qf_d,  (void **)&s->pqmax_d, (void **)&s->qpos_d,
+                        (void **)&s->cos_d, (void **)&s->sin_d,   (void **)&s->act_d};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
+            ig_be_release(s->be, *dev[i]);
+            *dev[i] = NULL;
+        }
     }
-    free(s->wq_d);
-    free(s->wq_t);
-    free(s->bq_d);
-    free(s->act_dirty);
-    free(s->act_h);
-    free(s->pk_lo);
-    free(s->tab_h);
-    free(s->nrow_h);
-    free(s->rmax_h);
-    free(s->nk_h);
-    free(s->idx_h);
+    void **host[] = {(void **)&s->wq_d,      (void **)&s->wq_t,   (void **)&s->bq_d,
+                     (void **)&s->act_dirty, (void **)&s->act_h,  (void **)&s->pk_lo,
+                     (void **)&s->tab_h,     (void **)&s->nrow_h, (void **)&s->rmax_h,
+                     (void **)&s->nk_h,      (void **)&s->idx_h,  (void **)&s->msv_h};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) {
+        free(*host[i]);
+        *host[i] = NULL;
+    }
+    s->be = NULL;
+    s->be_host = 0;
+}
+
+static void free_state(ig_state *s) {
+    table_free(s);
+    ig_be_free(s->own_be);
     ig_skew_free(s->skew);
     free(s->alpha_l);
     free(s->ad_got);
@@ -360,16 +376,15 @@ static void free_state(ig_state *s) {
     free(s->pkc);
     free(s->sel_count);
     free(s->last_sel);
-    free(s->qfull);
     free(s->qpos);
-    free(s->pq);
     free(s->mscore);
     free(s->hscore);
-    free(s->hmax);
     free(s->tmp);
     free(s->frac);
     free(s->nsel);
+    free(s->xrows);
     free(s->rows);
+    free(s->at);
     free(s->seed_pk);
     free(s->seed_pq);
     free(s->seed_idx);
@@ -388,26 +403,31 @@ static float dotf(const float *a, const float *b, int n) {
     return r;
 }
 
-/* The device side of the speculation (ig_state.be): buffers sized once, as the host scratch. */
+/* The speculation's buffers on the table be (ig_state.be), sized once; W_q as be reads it (the
+ * engine's device copy on a device table, as handed in on a host one). On failure the caller
+ * releases what was made (table_free). */
 static ig_status device_init(ig_state *s, ig_be *be, const ig_policy_wq *wq_dev, ig_error *err) {
     size_t Ls = (size_t)s->Ls, S = (size_t)s->S, G = (size_t)s->G, H = (size_t)s->H;
-    size_t C = (size_t)s->C, km = (size_t)s->kmax, grp = (size_t)s->group;
+    size_t C = (size_t)s->C, km = (size_t)s->kmax, grp = (size_t)s->group, V = S * G * s->nch;
     s->be = be;
     s->be_host = !be->caps.device_memory;
     s->pk_lo = ig_malloc(Ls * S * G * sizeof(int64_t), err);
-    s->tab_h = ig_malloc(S * G * 3 * sizeof(int64_t), err);
+    s->tab_h = ig_malloc(V * 3 * sizeof(int64_t), err);
     s->nrow_h = ig_malloc(S * H * sizeof(int32_t), err);
     s->rmax_h = ig_malloc(S * H * sizeof(float), err);
     s->nk_h = ig_malloc(S * G * sizeof(int32_t), err);
     s->idx_h = ig_malloc(S * G * C * sizeof(int32_t), err);
-    if (!s->pk_lo || !s->tab_h || !s->nrow_h || !s->rmax_h || !s->nk_h || !s->idx_h)
+    if (s->nch > 1) s->msv_h = ig_malloc(V * C * sizeof(float), err);
+    if (!s->pk_lo || !s->tab_h || !s->nrow_h || !s->rmax_h || !s->nk_h || !s->idx_h ||
+        (s->nch > 1 && !s->msv_h))
         return IG_ERR_NOMEM;
     for (size_t i = 0; i < Ls * S * G; i++) s->pk_lo[i] = 0;
     size_t pk_bytes = Ls * S * G * km * C * s->pk_size;
     if (s->be_host) s->pkc_d = s->pkc; /* host memory: the table reads the cache in place */
     if (!(s->pkc_d || (s->pkc_d = ig_be_alloc(be, pk_bytes, err))) ||
-        !(s->tab_d = ig_be_alloc(be, S * G * 3 * sizeof(int64_t), err)) ||
-        !(s->pos_d = ig_be_alloc(be, S * G * C * sizeof(int32_t), err)) ||
+        !(s->tab_d = ig_be_alloc(be, V * 3 * sizeof(int64_t), err)) ||
+        !(s->pos_d = ig_be_alloc(be, V * C * sizeof(int32_t), err)) ||
+        (s->nch > 1 && !(s->msv_d = ig_be_alloc(be, V * C * sizeof(float), err))) ||
         !(s->pq_d = ig_be_alloc(be, S * H * km * sizeof(float), err)) ||
         !(s->hs_d = ig_be_alloc(be, S * G * grp * C * sizeof(float), err)) ||
         !(s->ms_d = ig_be_alloc(be, S * G * C * sizeof(float), err)) ||
@@ -528,8 +548,11 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     s->scope = !strcmp(ig_params_str(p, "count_scope"), "batch") ? SCOPE_BATCH : SCOPE_SEQUENCE;
     s->pk_type = !strcmp(ig_params_str(p, "partial_dtype"), "f16") ? IG_DTYPE_F16 : IG_DTYPE_F32;
     s->pk_size = ig_dtype_size(s->pk_type);
-    s->threads = ig_cpu_get_threads();
-    if (s->threads < 1) s->threads = 1;
+    /* the ops take up to 16 query rows per table: larger groups (multi-query models) in equal
+     * sub-groups */
+    for (s->cs = s->group < 16 ? s->group : 16; s->group % s->cs; s->cs--) {
+    }
+    s->nch = s->group / s->cs;
 
     /* The pool holds pool_capacity of the whole KV cache; the dense layers keep every token, the
      * sparse layers share what is left equally. */
@@ -577,30 +600,26 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
     }
 
     size_t Ls = (size_t)s->Ls, S = (size_t)s->S, G = (size_t)s->G, H = (size_t)s->H;
-    size_t C = (size_t)s->C, hd = (size_t)s->hd, km = (size_t)s->kmax, T = (size_t)s->threads;
+    size_t C = (size_t)s->C, hd = (size_t)s->hd, km = (size_t)s->kmax;
     s->ready = ig_calloc(Ls * S, 1, err);
     s->ncols = ig_calloc(Ls * S * G, sizeof(int32_t), err);
     s->cols = ig_calloc(Ls * S * G * km, sizeof(int32_t), err);
     s->acols = ig_calloc(Ls * S * G * km * hd, sizeof(float), err);
     s->pkc = ig_aligned_alloc(Ls * S * G * km * C * s->pk_size, err);
-    s->qfull = ig_aligned_alloc(S * H * hd * sizeof(float), err);
     s->qpos = ig_calloc(S, sizeof(int32_t), err);
-    s->pq = ig_calloc(S * H * km, sizeof(float), err);
-    s->mscore = ig_aligned_alloc(S * G * C * sizeof(float), err);
-    s->hscore = ig_aligned_alloc(T * (size_t)s->group * C * sizeof(float), err);
-    s->hmax = ig_malloc(T * (size_t)s->group * sizeof(float), err);
-    s->tmp = ig_malloc(T * C * sizeof(float), err);
     s->frac = ig_calloc(S * H, sizeof(double), err);
     s->nsel = ig_calloc(S * G, sizeof(int64_t), err);
+    s->xrows = ig_malloc(ROW_CHUNK * hd * sizeof(float), err);
     s->rows = ig_malloc(ROW_CHUNK * hd * sizeof(float), err);
+    s->at = ig_malloc(hd * hd * sizeof(float), err);
     s->mark = ig_calloc(C, 1, err);
     s->alpha_l = ig_malloc(Ls * sizeof(float), err);
     s->ad_got = ig_calloc(Ls, sizeof(double), err);
     s->ad_want = ig_calloc(Ls, sizeof(double), err);
     rc = IG_ERR_NOMEM;
-    if (!s->ready || !s->ncols || !s->cols || !s->acols || !s->pkc || !s->qfull || !s->qpos ||
-        !s->pq || !s->mscore || !s->hscore || !s->hmax || !s->tmp || !s->frac || !s->nsel ||
-        !s->rows || !s->mark || !s->alpha_l || !s->ad_got || !s->ad_want)
+    if (!s->ready || !s->ncols || !s->cols || !s->acols || !s->pkc || !s->qpos || !s->frac ||
+        !s->nsel || !s->xrows || !s->rows || !s->at || !s->mark || !s->alpha_l || !s->ad_got ||
+        !s->ad_want)
         goto fail;
     for (size_t l = 0; l < Ls; l++) s->alpha_l[l] = s->alpha;
     if (pool_on(s)) {
@@ -611,7 +630,11 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
             s->seed_pk = ig_malloc(G * C * km * sizeof(float), err);
             s->seed_pq = ig_malloc(H * km * sizeof(float), err);
             s->seed_idx = ig_malloc(C * sizeof(int32_t), err);
-            if (!s->seed_pk || !s->seed_pq || !s->seed_idx) goto fail;
+            s->mscore = ig_malloc(G * C * sizeof(float), err);
+            s->hscore = ig_malloc((size_t)s->group * C * sizeof(float), err);
+            s->tmp = ig_malloc(C * sizeof(float), err);
+            if (!s->seed_pk || !s->seed_pq || !s->seed_idx || !s->mscore || !s->hscore || !s->tmp)
+                goto fail;
         }
     }
     if (s->arch == IG_ARCH_LLAMA) {
@@ -623,12 +646,23 @@ static ig_status ig_init(void *st, const ig_policy_env *env, const ig_policy_par
         ig_cpu_rope_table(c->rope_theta, s->rot_dim, s->C, s->rope_cos, s->rope_sin);
     }
     /* the speculation through the run's backend table: on a device backend with the engine's
-     * device W_q, on a host one (the CPU engine's cpu table) with W_q as handed in */
+     * device W_q, on a host one (the CPU engine's cpu table) with W_q as handed in; the policy's
+     * own cpu table where the run has no table with host memory (the prefill statistics) or none
+     * it can use for the speculation */
     const ig_policy_wq *wq_be = env->be && env->be->caps.device_memory ? env->wq_dev : env->wq;
-    if (env->be && wq_be) {
-        rc = device_init(s, env->be, wq_be, err);
-        if (rc != IG_OK) goto fail;
+    if (!env->be || env->be->caps.device_memory) {
+        rc = ig_be_cpu_create(&s->own_be, err);
+        if (rc != IG_OK) {
+            ig_error_prefix(err, "infinigen: a cpu table of its own: ");
+            goto fail;
+        }
     }
+    s->hbe = env->be && !env->be->caps.device_memory ? env->be : s->own_be;
+    if (env->be && wq_be)
+        rc = device_init(s, env->be, wq_be, err);
+    else
+        rc = device_init(s, s->own_be, env->wq, err);
+    if (rc != IG_OK) goto fail;
     return IG_OK;
 fail:
     free_state(s);
@@ -660,15 +694,21 @@ static void top_k_columns(const double *x, int n, int k, unsigned char *used) {
     }
 }
 
-/* Column statistics of the rotated rows X A (X: n rows of hd at stride ld): per column c, the
- * sum of |(X A)[row][c]| into abs_sum, of (X A)[row][c] into sum and of its square into sq (each
- * may be NULL). */
-static void column_stats_rotated(ig_state *s, const float *X, int n, int ld, const float *A,
-                                 double *abs_sum, double *sum, double *sq) {
+/* Column statistics of the rotated rows X A (X: n rows of hd at stride ld; A as s->at, transposed,
+ * the weight of a linear layer): per column c, the sum of |(X A)[row][c]| into abs_sum, of
+ * (X A)[row][c] into sum and of its square into sq (each may be NULL). The products run on the
+ * host table (the prefill view is host memory); the sums in double here. Returns the table's
+ * status. */
+static ig_status column_stats_rotated(ig_state *s, const float *X, int n, int ld, double *abs_sum,
+                                      double *sum, double *sq, ig_error *err) {
+    size_t hd = (size_t)s->hd;
     for (int r0 = 0; r0 < n; r0 += ROW_CHUNK) {
         int nr = n - r0 < ROW_CHUNK ? n - r0 : ROW_CHUNK;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, s->hd, s->hd, 1.0f,
-                    X + (size_t)r0 * (size_t)ld, ld, A, s->hd, 0.0f, s->rows, s->hd);
+        for (int r = 0; r < nr; r++)
+            memcpy(s->xrows + (size_t)r * hd, X + (size_t)(r0 + r) * (size_t)ld,
+                   hd * sizeof(float));
+        IG_TRY(ig_be_linear(s->hbe, s->xrows, nr, s->hd, s->at, IG_DTYPE_F32, s->hd, NULL, s->rows,
+                            err));
         for (int r = 0; r < nr; r++)
             for (int c = 0; c < s->hd; c++) {
                 double x = s->rows[(size_t)r * (size_t)s->hd + (size_t)c];
@@ -677,6 +717,7 @@ static void column_stats_rotated(ig_state *s, const float *X, int n, int ld, con
                 if (sq) sq[c] += x * x;
             }
     }
+    return IG_OK;
 }
 
 static void set_columns(ig_state *s, int ls, int slot, int g, const unsigned char *used) {
@@ -693,23 +734,32 @@ static void set_columns(ig_state *s, int ls, int slot, int g, const unsigned cha
         for (size_t r = 0; r < hd; r++) ac[(size_t)j * hd + r] = A[r * hd + (size_t)cols[j]];
 }
 
+static void default_index(ig_state *s, int ls, int slot);
+
 static void build_index(ig_state *s, int ls, int slot, const ig_prefill_view *v) {
     double colq[512], colk[512];
     unsigned char used[512];
     int hd = s->hd;
-    for (int g = 0; g < s->G; g++) {
+    ig_error err;
+    ig_error_clear(&err);
+    ig_status rc = IG_OK;
+    for (int g = 0; g < s->G && rc == IG_OK; g++) {
         const float *A = ig_skew_A(s->skew, ls + s->dense, g);
+        for (int o = 0; o < hd; o++)
+            for (int r = 0; r < hd; r++)
+                s->at[(size_t)o * (size_t)hd + (size_t)r] = A[(size_t)r * (size_t)hd + (size_t)o];
         memset(colq, 0, sizeof colq);
         memset(colk, 0, sizeof colk);
         memset(used, 0, sizeof used);
         if (s->rule == RULE_QVAR) {
             /* score = sum_c q_c k_c: over the keys, column c spreads it by q_c^2 Var[k_c] */
             double qs[512] = {0}, qq[512] = {0}, ks[512] = {0}, kk[512] = {0}, w[512];
-            for (int hh = 0; hh < s->group; hh++)
-                column_stats_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd, v->n_new,
-                                     s->H * hd, A, NULL, qs, qq);
-            column_stats_rotated(s, v->k + (size_t)g * (size_t)hd, v->n_new, s->G * hd, A, NULL, ks,
-                                 kk);
+            for (int hh = 0; hh < s->group && rc == IG_OK; hh++)
+                rc = column_stats_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd,
+                                          v->n_new, s->H * hd, NULL, qs, qq, &err);
+            if (rc == IG_OK)
+                rc = column_stats_rotated(s, v->k + (size_t)g * (size_t)hd, v->n_new, s->G * hd,
+                                          NULL, ks, kk, &err);
             double nq = (double)v->n_new * s->group, nk = (double)v->n_new;
             for (int c = 0; c < hd; c++) {
                 double mk = ks[c] / nk, var = kk[c] / nk - mk * mk;
@@ -719,11 +769,12 @@ static void build_index(ig_state *s, int ls, int slot, const ig_prefill_view *v)
             set_columns(s, ls, slot, g, used);
             continue;
         }
-        for (int hh = 0; hh < s->group; hh++)
-            column_stats_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd, v->n_new,
-                                 s->H * hd, A, colq, NULL, NULL);
-        column_stats_rotated(s, v->k + (size_t)g * (size_t)hd, v->n_new, s->G * hd, A, colk, NULL,
-                             NULL);
+        for (int hh = 0; hh < s->group && rc == IG_OK; hh++)
+            rc = column_stats_rotated(s, v->q + (size_t)(g * s->group + hh) * (size_t)hd, v->n_new,
+                                      s->H * hd, colq, NULL, NULL, &err);
+        if (rc == IG_OK)
+            rc = column_stats_rotated(s, v->k + (size_t)g * (size_t)hd, v->n_new, s->G * hd, colk,
+                                      NULL, NULL, &err);
         if (s->rule == RULE_Q) {
             top_k_columns(colq, hd, s->k, used);
         } else if (s->rule == RULE_QK) {
@@ -740,6 +791,13 @@ static void build_index(ig_state *s, int ls, int slot, const ig_prefill_view *v)
         }
         set_columns(s, ls, slot, g, used);
     }
+    if (rc != IG_OK) { /* never expected: the host table refused its arguments */
+        IG_WARN("infinigen: prompt statistics of layer %d on the %s backend failed, its first "
+                "rotated columns are used: %s",
+                ls + s->dense, s->hbe->caps.name, err.msg);
+        default_index(s, ls, slot);
+        return;
+    }
     s->ready[(size_t)ls * (size_t)s->S + (size_t)slot] = 1;
 }
 
@@ -752,48 +810,7 @@ static void default_index(ig_state *s, int ls, int slot) {
     s->ready[(size_t)ls * (size_t)s->S + (size_t)slot] = 1;
 }
 
-/* ---- scoring ---- */
-
-/* Scores of (slot, KV head g): one pass over the partial key cache for the group's query heads
- * (pq: [group][kmax]); per query head the threshold count as a fraction of the entries in use;
- * ms[e] = the group's max partial score (-inf for free entries). */
-static void score_head(ig_state *s, int ls, int slot, int g, const ig_entries_view *ev,
-                       const float *pq_slot, float alpha, float *hs, float *hmax, double *frac,
-                       float *ms) {
-    size_t i = lsg(s, ls, slot, g), C = (size_t)s->C;
-    int64_t hw = ev->high_water;
-    const char *pk = (const char *)s->pkc + i * (size_t)s->kmax * C * s->pk_size;
-    const float *pq = pq_slot + (size_t)g * (size_t)s->group * (size_t)s->kmax;
-    /* the kernel takes up to 16 query rows at once; larger groups (multi-query models) in chunks */
-    for (int h0 = 0; h0 < s->group; h0 += 16) {
-        int nq = s->group - h0 < 16 ? s->group - h0 : 16;
-        ig_cpu_partial_scores(pk, s->pk_type, s->C, s->ncols[i], hw,
-                              pq + (size_t)h0 * (size_t)s->kmax, s->kmax, nq, hs + (size_t)h0 * C,
-                              s->C, h0 ? NULL : ms, hmax + h0);
-        for (int64_t e = 0; h0 && e < hw; e++)
-            for (int hh = h0; hh < h0 + nq; hh++)
-                if (hs[(size_t)hh * C + (size_t)e] > ms[e]) ms[e] = hs[(size_t)hh * C + (size_t)e];
-    }
-    if (ev->n_used < hw) { /* a pool freed entries: mask them, then the maxima of the rest */
-        for (int hh = 0; hh < s->group; hh++) hmax[hh] = -INFINITY;
-        for (int64_t e = 0; e < hw; e++) {
-            if (ev->pos[e] < 0) {
-                ms[e] = -INFINITY;
-                for (int hh = 0; hh < s->group; hh++) hs[(size_t)hh * C + (size_t)e] = -INFINITY;
-            } else {
-                for (int hh = 0; hh < s->group; hh++)
-                    if (hs[(size_t)hh * C + (size_t)e] > hmax[hh])
-                        hmax[hh] = hs[(size_t)hh * C + (size_t)e];
-            }
-        }
-    }
-    for (int hh = 0; hh < s->group; hh++) {
-        int64_t c = hmax[hh] == -INFINITY
-                        ? 0
-                        : ig_cpu_count_greater(hs + (size_t)hh * C, hw, hmax[hh] - alpha);
-        frac[g * s->group + hh] = ev->n_used > 0 ? (double)c / (double)ev->n_used : 0;
-    }
-}
+/* ---- selection ---- */
 
 static void select_every(const ig_entries_view *ev, int32_t *out, int64_t *n) {
     int64_t w = 0;
@@ -846,43 +863,12 @@ static void fetch_counts(ig_state *s, int ls, int n, const ig_entries_view *ev) 
     }
 }
 
-/* A selection through the backend table (ig_state.be), the same rules as the host loop below
- * through the table's ops: the partial queries, the partial scores of every (slot, KV head) in one
- * call, the threshold counts of every query head at once, the fetch counts on the host (a few
- * numbers), the top-n of every (slot, KV head) at once; the selected entries come back. Returns 0
- * when the backend failed (logged once; the host loop, whose partial key cache is the original,
- * takes over); device_eligible says where it does not apply. */
-/* Step 1 on the host: s->pq[i][h][j], the partial query of each sequence's query head h against
- * the chosen columns j of its KV head. */
-static void partial_query_host(ig_state *s, int ls, int n, const int *slots, const float *x_prev,
-                               const ig_entries_view *ev) {
-    int G = s->G, H = s->H, hd = s->hd, km = s->kmax;
-    const ig_policy_wq *wq = &s->wq[ls + s->dense];
-    /* project with the full W_q (+ bias), rotate at the new token's position on Llama (RoPE sits
-     * between projection and score), then take the chosen columns of the skewed query (scaled) */
-    ig_cpu_linear(x_prev, n, s->d, wq->data, wq->dtype, (int64_t)H * hd, wq->bias, s->qfull);
-    if (s->arch == IG_ARCH_LLAMA) {
-        for (int i = 0; i < n; i++) s->qpos[i] = (int32_t)ev[(size_t)i * (size_t)G].n_tokens;
-        ig_cpu_rope(s->qfull, n, H, hd, s->rot_dim, s->qpos, s->rope_cos, s->rope_sin);
-    }
-    for (int i = 0; i < n; i++)
-        for (int h = 0; h < H; h++) {
-            size_t ix = lsg(s, ls, slots[i], h / s->group);
-            const float *ac = s->acols + ix * (size_t)km * (size_t)hd;
-            const float *q = s->qfull + ((size_t)i * (size_t)H + (size_t)h) * (size_t)hd;
-            float *pq = s->pq + ((size_t)i * (size_t)H + (size_t)h) * (size_t)km;
-            for (int j = 0; j < s->ncols[ix]; j++)
-                pq[j] = s->scale * dotf(ac + (size_t)j * (size_t)hd, q, hd);
-        }
-}
-
-/* Step 1 on the device: the full query of layer ls + dense from the previous layer's attention
+/* Step 1: the full query of layer ls + dense from the previous layer's attention
  * input with the layer's W_q (rotated at each sequence's new position on Llama), then each query
  * head's partial query, its dot products with the chosen columns of A (scaled), as partial scores
  * of one table per KV head: pq_d[i][h][j] = sum_r scale A[r][cols_j] q[i][h][r]. */
-static ig_status partial_query_device(ig_state *s, int ls, int n, const int *slots,
-                                      const float *x_prev, const ig_entries_view *ev,
-                                      ig_error *err) {
+static ig_status partial_query(ig_state *s, int ls, int n, const int *slots, const float *x_prev,
+                               const ig_entries_view *ev, ig_error *err) {
     ig_be *be = s->be;
     int G = s->G, H = s->H, hd = s->hd, km = s->kmax, grp = s->group;
     size_t qd = (size_t)H * (size_t)hd, tb = (size_t)hd * (size_t)km;
@@ -907,79 +893,95 @@ static ig_status partial_query_device(ig_state *s, int ls, int n, const int *slo
             IG_TRY(ig_be_upload(be, s->act_d + ix * tb, s->act_h, tb * sizeof(float), err));
             s->act_dirty[ix] = 0;
         }
-        /* the slot's G tables are consecutive: one call, every column of kmax (zero past ncols) */
+        /* the slot's G tables are consecutive: one call per sub-group of cs query heads (one in
+         * all but multi-query models), every column of kmax (zero past ncols) */
         size_t ix0 = lsg(s, ls, slots[i], 0);
-        IG_TRY(ig_be_partial_scores(be, s->act_d + ix0 * tb, IG_DTYPE_F32, km, (int64_t)tb, hd, km,
-                                    s->qf_d + (size_t)i * qd, hd, (int64_t)grp * hd, grp,
-                                    s->pq_d + (size_t)i * (size_t)H * (size_t)km, km,
-                                    (int64_t)grp * km, NULL, 0, s->pqmax_d + (size_t)i * (size_t)H,
-                                    G, err));
+        for (int c = 0; c < s->nch; c++)
+            IG_TRY(ig_be_partial_scores(
+                be, s->act_d + ix0 * tb, IG_DTYPE_F32, km, (int64_t)tb, hd, km,
+                s->qf_d + (size_t)i * qd + (size_t)c * (size_t)s->cs * (size_t)hd, hd,
+                (int64_t)grp * hd, s->cs,
+                s->pq_d + ((size_t)i * (size_t)H + (size_t)c * (size_t)s->cs) * (size_t)km, km,
+                (int64_t)grp * km, NULL, 0, s->pqmax_d + (size_t)i * (size_t)H, G, err));
     }
     return IG_OK;
 }
 
-/* Whether this selection can run through the backend table (groups of more than 16 query heads,
- * which the host loop takes in chunks, cannot). */
-static int device_eligible(const ig_state *s) {
-    return s->be && !s->dev_failed && s->group <= 16;
-}
-
-static int select_on_device(ig_state *s, int ls, int n, const int *slots, const float *x_prev,
-                            const ig_entries_view *ev, ig_selection *out) {
+/* One selection through the table s->be: 1. the partial queries, then the partial key cache's
+ * entries written since the last selection (a device table's mirror); 2. the partial scores of
+ * every (slot, KV head) in one call; 3. the threshold counts of every query head at once, the
+ * fetch counts on the host (a few numbers); 4. the top-n of every (slot, KV head) at once; the
+ * selected entries come back. A group of more than 16 query heads (the ops' limit) is scored as
+ * nch sub-groups of cs, each a table of its own over the same keys, whose maxima per entry are
+ * merged on the host. On failure returns the table's status with alpha as before the call. */
+static ig_status select_on_table(ig_state *s, int ls, int n, const int *slots, const float *x_prev,
+                                 const ig_entries_view *ev, ig_selection *out, ig_error *err) {
     int G = s->G, H = s->H, grp = s->group, km = s->kmax, tasks = n * G;
+    int cs = s->cs, nch = s->nch, V = tasks * nch;
     ig_be *be = s->be;
     size_t C = (size_t)s->C, psz = s->pk_size, tab = (size_t)km * C * psz;
-    ig_error err;
-    ig_error_clear(&err);
-    /* 1. the partial queries, then the partial key cache's entries written since the last
-     * selection */
-    ig_status rc = partial_query_device(s, ls, n, slots, x_prev, ev, &err);
-    for (int t = 0; t < tasks && rc == IG_OK && !s->be_host; t++) {
+    /* 1. */
+    IG_TRY(partial_query(s, ls, n, slots, x_prev, ev, err));
+    for (int t = 0; t < tasks && !s->be_host; t++) {
         size_t ix = lsg(s, ls, slots[t / G], t % G);
         int64_t lo = s->pk_lo[ix], hw = ev[t].high_water;
         if (lo >= hw) continue;
         size_t off = ix * tab + (size_t)lo * psz;
-        rc = ig_be_upload2d(be, (char *)s->pkc_d + off, C * psz, (const char *)s->pkc + off,
-                            C * psz, (size_t)(hw - lo) * psz, (size_t)s->ncols[ix], &err);
-        if (rc == IG_OK) s->pk_lo[ix] = INT64_MAX;
+        IG_TRY(ig_be_upload2d(be, (char *)s->pkc_d + off, C * psz, (const char *)s->pkc + off,
+                              C * psz, (size_t)(hw - lo) * psz, (size_t)s->ncols[ix], err));
+        s->pk_lo[ix] = INT64_MAX;
     }
-    /* 2. scores: each (slot, KV head)'s query heads against its partial keys, one call for every
-     * table (each with its own place, column count and length) */
+    /* 2. each (slot, KV head, sub-group)'s query heads against its partial keys, one call for
+     * every table (each with its own place, column count and length) */
     int64_t n_max = 0;
     for (int t = 0; t < tasks; t++) {
         size_t ix = lsg(s, ls, slots[t / G], t % G);
         int64_t hw = ev[t].high_water;
         for (int hh = 0; hh < grp; hh++) s->nrow_h[t * grp + hh] = (int32_t)hw;
-        s->tab_h[3 * t] = (int64_t)(ix * (size_t)km * C);
-        s->tab_h[3 * t + 1] = s->ncols[ix];
-        s->tab_h[3 * t + 2] = hw;
+        for (int c = 0; c < nch; c++) {
+            int64_t *tv = s->tab_h + 3 * ((size_t)t * (size_t)nch + (size_t)c);
+            tv[0] = (int64_t)(ix * (size_t)km * C);
+            tv[1] = s->ncols[ix];
+            tv[2] = hw;
+        }
         if (hw > n_max) n_max = hw;
     }
-    if (rc == IG_OK)
-        rc = ig_be_upload(be, s->tab_d, s->tab_h, (size_t)tasks * 3 * sizeof(int64_t), &err);
-    if (rc == IG_OK)
-        rc = ig_be_partial_scores_tab(be, s->pkc_d, s->pk_type, s->C, s->tab_d, km, n_max, s->pq_d,
-                                      km, (int64_t)grp * km, grp, s->hs_d, s->C,
-                                      (int64_t)grp * s->C, s->ms_d, s->C, s->rmax_d, tasks, &err);
+    float *ms = nch > 1 ? s->msv_d : s->ms_d; /* [V][C] */
+    IG_TRY(ig_be_upload(be, s->tab_d, s->tab_h, (size_t)V * 3 * sizeof(int64_t), err));
+    IG_TRY(ig_be_partial_scores_tab(be, s->pkc_d, s->pk_type, s->C, s->tab_d, km, n_max, s->pq_d,
+                                    km, (int64_t)cs * km, cs, s->hs_d, s->C, (int64_t)cs * s->C, ms,
+                                    s->C, s->rmax_d, V, err));
     /* a pool freed entries: out of the scores, the maxima over the rest (the entries' positions,
      * -1 where free, are the mask) */
     int masked = 0;
     for (int t = 0; t < tasks; t++) masked |= ev[t].n_used < ev[t].high_water;
-    for (int t = 0; t < tasks && masked && rc == IG_OK; t++)
-        rc = ig_be_upload(be, s->pos_d + (size_t)t * C, ev[t].pos,
-                          (size_t)ev[t].high_water * sizeof(int32_t), &err);
-    if (masked && rc == IG_OK)
-        rc = ig_be_mask_scores(be, s->hs_d, s->C, grp, (int64_t)grp * s->C, s->ms_d, s->C,
-                               s->rmax_d, s->pos_d, s->C, s->tab_d, n_max, tasks, &err);
+    for (int v = 0; v < V && masked; v++)
+        IG_TRY(ig_be_upload(be, s->pos_d + (size_t)v * C, ev[v / nch].pos,
+                            (size_t)ev[v / nch].high_water * sizeof(int32_t), err));
+    if (masked)
+        IG_TRY(ig_be_mask_scores(be, s->hs_d, s->C, cs, (int64_t)cs * s->C, ms, s->C, s->rmax_d,
+                                 s->pos_d, s->C, s->tab_d, n_max, V, err));
+    if (nch > 1) { /* the group's maximum per entry over its sub-groups */
+        IG_TRY(ig_be_download(be, s->msv_h, s->msv_d, (size_t)V * C * sizeof(float), err));
+        for (int t = 0; t < tasks; t++) {
+            float *m = s->msv_h + (size_t)t * C; /* written over sub-group 0 of t's, or earlier */
+            const float *src = s->msv_h + (size_t)t * (size_t)nch * C;
+            for (int64_t e = 0; e < ev[t].high_water; e++) {
+                float x = src[e];
+                for (int c = 1; c < nch; c++)
+                    if (src[(size_t)c * C + (size_t)e] > x) x = src[(size_t)c * C + (size_t)e];
+                m[e] = x;
+            }
+        }
+        IG_TRY(ig_be_upload(be, s->ms_d, s->msv_h, (size_t)tasks * C * sizeof(float), err));
+    }
     /* 3. every query head's count within alpha of its best, then the fetch counts */
     size_t rows = (size_t)tasks * (size_t)grp;
-    if (rc == IG_OK) rc = ig_be_upload(be, s->nrow_d, s->nrow_h, rows * sizeof(int32_t), &err);
-    if (rc == IG_OK)
-        rc = ig_be_count_greater(be, s->hs_d, s->C, (int)rows, s->C, s->nrow_d, s->rmax_d,
-                                 -s->alpha_l[ls], s->cnt_d, &err);
-    if (rc == IG_OK) rc = ig_be_download(be, s->rmax_h, s->rmax_d, rows * sizeof(float), &err);
-    if (rc == IG_OK) rc = ig_be_download(be, s->nrow_h, s->cnt_d, rows * sizeof(int32_t), &err);
-    if (rc != IG_OK) goto failed;
+    IG_TRY(ig_be_upload(be, s->nrow_d, s->nrow_h, rows * sizeof(int32_t), err));
+    IG_TRY(ig_be_count_greater(be, s->hs_d, s->C, (int)rows, s->C, s->nrow_d, s->rmax_d,
+                               -s->alpha_l[ls], s->cnt_d, err));
+    IG_TRY(ig_be_download(be, s->rmax_h, s->rmax_d, rows * sizeof(float), err));
+    IG_TRY(ig_be_download(be, s->nrow_h, s->cnt_d, rows * sizeof(int32_t), err));
     for (int t = 0; t < tasks; t++)
         for (int hh = 0; hh < grp; hh++) {
             size_t r = (size_t)t * (size_t)grp + (size_t)hh;
@@ -988,7 +990,7 @@ static int select_on_device(ig_state *s, int ls, int n, const int *slots, const 
                 ev[t].n_used > 0 ? (double)c / (double)ev[t].n_used : 0;
         }
     /* fetch_rule=adaptive steps the layer's alpha here: kept, so that a failure below leaves the
-     * step to the host loop's selection alone */
+     * step to the selection made instead */
     float alpha0 = s->alpha_l[ls];
     double got0 = s->ad_got[ls], want0 = s->ad_want[ls];
     fetch_counts(s, ls, n, ev);
@@ -998,22 +1000,22 @@ static int select_on_device(ig_state *s, int ls, int n, const int *slots, const 
         s->nk_h[t] = (int32_t)s->nsel[t];
         if (s->nk_h[t] > ld) ld = s->nk_h[t];
     }
-    rc = ig_be_upload(be, s->k_d, s->nk_h, (size_t)tasks * sizeof(int32_t), &err);
+    ig_status rc = ig_be_upload(be, s->k_d, s->nk_h, (size_t)tasks * sizeof(int32_t), err);
     for (int t = 0; t < tasks; t++) s->nk_h[t] = (int32_t)ev[t].high_water;
-    if (rc == IG_OK) rc = ig_be_upload(be, s->n_d, s->nk_h, (size_t)tasks * sizeof(int32_t), &err);
+    if (rc == IG_OK) rc = ig_be_upload(be, s->n_d, s->nk_h, (size_t)tasks * sizeof(int32_t), err);
     if (rc == IG_OK)
         rc = ig_be_topk(be, s->ms_d, s->C, tasks, s->C, s->n_d, 0, s->k_d, s->idx_d, ld, s->tcnt_d,
-                        &err);
+                        err);
     if (rc == IG_OK)
         rc = ig_be_download(be, s->idx_h, s->idx_d, (size_t)tasks * (size_t)ld * sizeof(int32_t),
-                            &err);
+                            err);
     if (rc == IG_OK)
-        rc = ig_be_download(be, s->nk_h, s->tcnt_d, (size_t)tasks * sizeof(int32_t), &err);
+        rc = ig_be_download(be, s->nk_h, s->tcnt_d, (size_t)tasks * sizeof(int32_t), err);
     if (rc != IG_OK) {
         s->alpha_l[ls] = alpha0;
         s->ad_got[ls] = got0;
         s->ad_want[ls] = want0;
-        goto failed;
+        return rc;
     }
     for (int t = 0; t < tasks; t++) {
         int i = t / G, g = t % G;
@@ -1021,20 +1023,28 @@ static int select_on_device(ig_state *s, int ls, int n, const int *slots, const 
         memcpy(out[i].entries + (size_t)g * (size_t)out[i].max_per_head,
                s->idx_h + (size_t)t * (size_t)ld, (size_t)s->nk_h[t] * sizeof(int32_t));
     }
-    s->dev_selections++;
-    return 1;
-failed:
-    IG_WARN("infinigen: speculation on the %s backend failed, the host takes over: %s",
-            be->caps.name, err.msg);
+    return IG_OK;
+}
+
+/* The run's table failed: its buffers go and the policy's own cpu table takes over (the partial
+ * key cache read in place, W_q as handed in). Returns 0 when that cannot be set up. */
+static int switch_to_own(ig_state *s, ig_error *err) {
+    snprintf(s->failed_name, sizeof s->failed_name, "%s", s->be->caps.name);
     s->dev_failed = 1;
-    /* the host loop selects again from the same state (alpha as before this selection) */
-    return 0;
+    table_free(s);
+    if (!s->own_be && ig_be_cpu_create(&s->own_be, err) != IG_OK) return 0;
+    s->hbe = s->own_be; /* the prefill statistics too, where they ran on the failed table */
+    if (device_init(s, s->own_be, s->wq, err) != IG_OK) {
+        table_free(s);
+        return 0;
+    }
+    return 1;
 }
 
 static void ig_select_ahead(void *st, int layer, int n, const int *slots, const float *x_prev,
                             const ig_entries_view *ev, ig_selection *out) {
     ig_state *s = st;
-    int G = s->G, H = s->H, km = s->kmax;
+    int G = s->G, tasks = n * G;
     if (layer < s->dense) {
         for (int i = 0; i < n; i++)
             for (int g = 0; g < G; g++)
@@ -1046,43 +1056,46 @@ static void ig_select_ahead(void *st, int layer, int n, const int *slots, const 
     int ls = layer - s->dense;
     for (int i = 0; i < n; i++)
         if (!s->ready[(size_t)ls * (size_t)s->S + (size_t)slots[i]]) default_index(s, ls, slots[i]);
-    int tasks = n * G;
     s->selections++;
-    /* 1-4 on the device backend where the run has one */
-    if (device_eligible(s) && select_on_device(s, ls, n, slots, x_prev, ev, out)) goto counters;
-
-    /* 1. partial queries of layer `layer` from the previous layer's attention input */
-    partial_query_host(s, ls, n, slots, x_prev, ev);
-
-    /* 2-4 in one parallel region: scores per (slot, KV head), the shared count, top-n */
-    int nt = s->threads < tasks ? s->threads : tasks;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int me = omp_get_thread_num();
-        float *hs = s->hscore + (size_t)me * (size_t)s->group * (size_t)s->C;
-        float *hmax = s->hmax + (size_t)me * (size_t)s->group;
-#pragma omp for schedule(dynamic, 1)
-        for (int t = 0; t < tasks; t++) {
-            int i = t / G, g = t % G;
-            score_head(s, ls, slots[i], g, &ev[t], s->pq + (size_t)i * (size_t)H * (size_t)km,
-                       s->alpha_l[ls], hs, hmax, s->frac + (size_t)i * (size_t)H,
-                       s->mscore + (size_t)t * (size_t)s->C);
+    int ok = 0;
+    if (s->be && !s->own_failed) {
+        ig_error err;
+        ig_error_clear(&err);
+        int on_run = s->be != s->own_be;
+        if (select_on_table(s, ls, n, slots, x_prev, ev, out, &err) == IG_OK) {
+            ok = 1;
+            if (on_run)
+                s->dev_selections++;
+            else
+                s->own_selections++;
+        } else if (on_run) {
+            IG_WARN("infinigen: speculation on the %s backend failed, a cpu table of the "
+                    "policy's own takes over: %s",
+                    s->be->caps.name, err.msg);
+            ig_error_clear(&err);
+            if (switch_to_own(s, &err) &&
+                select_on_table(s, ls, n, slots, x_prev, ev, out, &err) == IG_OK) {
+                ok = 1;
+                s->own_selections++;
+            }
         }
-#pragma omp single
-        fetch_counts(s, ls, n, ev);
-#pragma omp for schedule(dynamic, 1)
-        for (int t = 0; t < tasks; t++) {
-            int i = t / G, g = t % G;
-            const ig_entries_view *v = &ev[t];
-            out[i].n[g] = ig_infinigen_top_n_scored(
-                s->mscore + (size_t)t * (size_t)s->C, v->pos, v->high_water, s->nsel[t],
-                out[i].entries + (size_t)g * (size_t)out[i].max_per_head,
-                s->tmp + (size_t)me * (size_t)s->C);
+        if (!ok) {
+            IG_WARN("infinigen: speculation on the policy's own cpu table failed, every entry is "
+                    "selected from now on: %s",
+                    err.msg);
+            s->own_failed = 1;
         }
     }
+    if (!ok) { /* never expected: no table works; dense attention is correct, only not sparse */
+        s->every_selections++;
+        for (int i = 0; i < n; i++)
+            for (int g = 0; g < G; g++)
+                select_every(&ev[(size_t)i * (size_t)G + (size_t)g],
+                             out[i].entries + (size_t)g * (size_t)out[i].max_per_head,
+                             &out[i].n[g]);
+    }
 
-counters:
-    /* 5. the pool's counters, from this selection */
+    /* the pool's counters, from this selection */
     if (pool_on(s))
         for (int t = 0; t < tasks; t++) {
             int i = t / G, g = t % G;
@@ -1248,11 +1261,25 @@ static const char *ig_budget(const void *st, char *buf, size_t n) {
              s->dense_first ? ", every token while the sequence is within the budget" : "",
              s->dense);
     size_t used = strlen(buf);
-    if (s->be && used < n)
+    const char *run = s->dev_failed                 ? s->failed_name
+                      : s->be && s->be != s->own_be ? s->be->caps.name
+                                                    : NULL;
+    if (run && used < n) {
         snprintf(buf + used, n - used,
                  "; partial query, scores, counts and top-n on the %s backend in %lld of %lld "
                  "selections",
-                 s->be->caps.name, s->dev_selections, s->selections);
+                 run, s->dev_selections, s->selections);
+        used = strlen(buf);
+    }
+    if ((s->own_selections || !run) && used < n) {
+        snprintf(buf + used, n - used, "; on the policy's own cpu table in %lld of %lld (%s)",
+                 s->own_selections, s->selections,
+                 s->dev_failed ? "after the run's table failed" : "the run gave no table for it");
+        used = strlen(buf);
+    }
+    if (s->every_selections && used < n)
+        snprintf(buf + used, n - used, "; every entry in %lld (no table worked)",
+                 s->every_selections);
     return buf;
 }
 

@@ -657,7 +657,7 @@ static void test_selection_rule(void) {
         {"partial_ratio=0.25", "column_rule=qk", RULE_QK, 4, 1.0},
         {"partial_ratio=0.25", "column_rule=union", RULE_UNION, 4, 1.0},
     };
-    /* the host loop (no backend: hooks driven without an engine), then the same hooks through the
+    /* no table from an engine (hooks driven by hand: the policy's own cpu table), then the run's
      * cpu backend table, as the CPU engine runs them (slot 0 has freed entries: masked there) */
     for (int path = 0; path < 2; path++)
         for (int mi = 0; mi < 2; mi++) {
@@ -728,7 +728,7 @@ static void test_selection_rule(void) {
                         used_all += i == 0 ? 18 : 30;
                     }
                 printf("\n    %-9s %-10s %-18s %-17s alpha %.1f: %3lld of %lld entries, %s",
-                       path ? "cpu table" : "host loop", g_fixtures[mi], cases[ci].ratio,
+                       path ? "run table" : "own table", g_fixtures[mi], cases[ci].ratio,
                        cases[ci].rule, cases[ci].alpha, (long long)total, (long long)used_all,
                        same ? "as the rule says" : "DIFFERENT from the rule");
                 CU_ASSERT(same);
@@ -736,6 +736,7 @@ static void test_selection_rule(void) {
                 r.ops->budget(r.st, bud, sizeof bud);
                 CU_ASSERT_EQUAL(strstr(bud, "on the cpu backend in 1 of 1 selections") != NULL,
                                 path);
+                CU_ASSERT_EQUAL(strstr(bud, "own cpu table in 1 of 1") != NULL, !path);
                 CU_ASSERT(total > 0 && total < used_all); /* a real choice */
                 policy_close(&r);
             }
@@ -755,8 +756,9 @@ static ig_status failing_topk(ig_be *be, const float *x, int64_t ldx, int rows, 
 }
 
 /* fetch_rule=adaptive steps a layer's alpha once per selection. When the table fails at its last
- * step (after the fetch counts, which step alpha), the host loop selects again: the selections that
- * follow must be those of a run that never had a table (the step taken once, not twice). */
+ * step (after the fetch counts, which step alpha), the policy's own cpu table selects again: the
+ * selections that follow must be those of a run that never had a table (the step taken once, not
+ * twice). */
 static void test_failed_table_adaptive(void) {
     static ig_be_iface fail_if;
     static struct ig_be fail_be;
@@ -805,8 +807,9 @@ static void test_failed_table_adaptive(void) {
         }
         char bud[512];
         r.ops->budget(r.st, bud, sizeof bud);
-        /* the failing table ran (and failed) once, then the host loop took over */
+        /* the failing table ran (and failed) once, then the policy's own table took over */
         CU_ASSERT_EQUAL(strstr(bud, "on the cpu backend in 0 of 6 selections") != NULL, path);
+        CU_ASSERT_PTR_NOT_NULL(strstr(bud, "own cpu table in 6 of 6"));
         policy_close(&r);
     }
     g_policy_be = NULL;
@@ -822,6 +825,122 @@ static void test_failed_table_adaptive(void) {
             }
     CU_ASSERT(same);
     CU_ASSERT(differ_in_time); /* alpha moved: the counts depend on it */
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A multi-query model (20 query heads on one KV head: more than the ops' 16 rows per table) is
+ * scored in sub-groups whose maxima are merged: the selection against the rule computed here from
+ * exact scores (identity W_q and rotation, every column), on the policy's own cpu table. */
+static void test_multi_query_group(void) {
+    enum { H = 20, HD = 8, D = H * HD, N = 48, NS = 2 };
+    ig_model_config c = {.arch = IG_ARCH_OPT,
+                         .n_layer = 2,
+                         .d_model = D,
+                         .n_head = H,
+                         .n_kv_head = 1,
+                         .head_dim = HD,
+                         .d_ffn = 4 * D,
+                         .vocab = 16,
+                         .max_pos = 64,
+                         .rot_dim = HD,
+                         .bos = -1,
+                         .eos = -1};
+    static float wq[D * D];
+    for (int i = 0; i < D; i++) wq[(size_t)i * D + (size_t)i] = 1.0f; /* q = x */
+    ig_policy_wq w[2];
+    for (int l = 0; l < 2; l++) w[l] = (ig_policy_wq){wq, IG_DTYPE_F32, D, D, NULL};
+    const ig_policy_ops *ops = ig_policy_find("infinigen");
+    ig_policy_params *params = NULL;
+    ig_error err;
+    const char *sets[] = {"dense_layers=0", "partial_ratio=1", "column_rule=q",
+                          "alpha=2",        "max_fetch=0.3",   "partial_dtype=f32"};
+    CU_ASSERT_EQUAL_FATAL(ig_policy_params_parse(ops, sets, 6, &params, &err), IG_OK);
+    void *st = calloc(1, ops->state_size);
+    ig_policy_caps caps;
+    ig_policy_env env = {w, &c, NS, 64, IG_DTYPE_F32, NULL, NULL};
+    CU_ASSERT_EQUAL_FATAL(ops->init(st, &env, params, &caps, &err), IG_OK);
+    g_rng = 0x13198a2e03707344ull;
+    static float q[N * D], k[NS][N * HD], x[NS * D];
+    static int32_t pos[NS][N];
+    int layer = 1;
+    for (int sl = 0; sl < NS; sl++) {
+        for (int i = 0; i < N * D; i++) q[i] = (float)(2.0 * urand());
+        for (int i = 0; i < N * HD; i++) k[sl][i] = (float)(2.0 * urand());
+        ig_prefill_view v = {N, 0, q, k[sl], NULL, NULL, 0, N};
+        ops->on_prefill(st, layer, sl, &v);
+        for (int e = 0; e < N; e++) {
+            pos[sl][e] = e;
+            ops->on_append(st, layer, sl, 0, e, e, k[sl] + (size_t)e * HD, k[sl]);
+        }
+    }
+    for (int i = 0; i < NS * D; i++) x[i] = (float)(2.0 * urand());
+    ig_entries_view ev[NS];
+    for (int sl = 0; sl < NS; sl++) ev[sl] = (ig_entries_view){pos[sl], N, N, N};
+    static int32_t ent[NS][N];
+    int64_t nn[NS][1];
+    ig_selection out[NS] = {{ent[0], nn[0], N}, {ent[1], nn[1], N}};
+    const int slots[NS] = {0, 1};
+    ops->select_ahead(st, layer, NS, slots, x, ev, out);
+    char bud[512];
+    ops->budget(st, bud, sizeof bud);
+    CU_ASSERT_PTR_NOT_NULL(strstr(bud, "on the policy's own cpu table in 1 of 1"));
+    /* the rule: exact scores, each head's count within alpha of its best, the mean fraction over
+     * heads and sequences, the top-n by the group's best score */
+    static double sc[NS][H][N], best[NS][N];
+    double frac = 0, margin = 1;
+    for (int sl = 0; sl < NS; sl++) {
+        for (int e = 0; e < N; e++) best[sl][e] = -INFINITY;
+        for (int h = 0; h < H; h++) {
+            double mx = -INFINITY;
+            for (int e = 0; e < N; e++) {
+                double d = 0;
+                for (int i = 0; i < HD; i++)
+                    d += (double)x[(size_t)sl * D + (size_t)h * HD + (size_t)i] *
+                         k[sl][(size_t)e * HD + (size_t)i];
+                sc[sl][h][e] = d / sqrt((double)HD);
+                mx = fmax(mx, sc[sl][h][e]);
+                best[sl][e] = fmax(best[sl][e], sc[sl][h][e]);
+            }
+            int cnt = 0;
+            for (int e = 0; e < N; e++) {
+                cnt += sc[sl][h][e] > mx - 2.0;
+                margin = fmin(margin, fabs(sc[sl][h][e] - (mx - 2.0)));
+            }
+            frac += (double)cnt / N;
+        }
+    }
+    frac /= NS * H;
+    int64_t want = ig_infinigen_fetch_count(frac, N, N, 0.3);
+    CU_ASSERT(margin > 1e-4); /* no score at the threshold: the comparison is exact */
+    int same = 1;
+    for (int sl = 0; sl < NS; sl++) {
+        double sorted[N];
+        memcpy(sorted, best[sl], sizeof sorted);
+        for (int a = 1; a < N; a++)
+            for (int b = a; b > 0 && sorted[b - 1] < sorted[b]; b--) {
+                double t = sorted[b];
+                sorted[b] = sorted[b - 1];
+                sorted[b - 1] = t;
+            }
+        int32_t exp[N];
+        int ne = 0;
+        for (int e = 0; e < N; e++)
+            if (best[sl][e] >= sorted[want - 1]) exp[ne++] = e;
+        qsort(ent[sl], (size_t)nn[sl][0], sizeof(int32_t), cmp_i32);
+        if (nn[sl][0] != ne || memcmp(exp, ent[sl], (size_t)ne * sizeof(int32_t)) != 0) same = 0;
+        printf("\n    multi-query, sequence %d: %lld of %d entries (rule: %d)", sl,
+               (long long)nn[sl][0], N, ne);
+    }
+    CU_ASSERT(want > 1 && want < N); /* a real choice */
+    CU_ASSERT(same);
+    ops->fini(st);
+    free(st);
+    ig_policy_params_free(params);
+    printf("\n    ");
 }
 
 /* W_q comes from the engine (ig_policy_env.wq): without it, or with a wrong shape, init refuses
@@ -1273,6 +1392,7 @@ void ig_test_register(void) {
     CU_add_test(s, "pool_victims", test_pool_victims);
     CU_add_test(s, "selection_rule", test_selection_rule);
     CU_add_test(s, "failed_table_adaptive", test_failed_table_adaptive);
+    CU_add_test(s, "multi_query_group", test_multi_query_group);
     CU_add_test(s, "pool_counters", test_pool_counters);
     CU_add_test(s, "wq_handed_in", test_wq_handed_in);
     CU_add_test(s, "skew_file", test_skew_file);
