@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base/threads.h"
+#include "core/base/log.h"
 #include "policies/baselines.h"
 #include "policies/policy.h"
 
@@ -37,9 +37,17 @@ typedef struct h2o_state {
     float *stage; /* [G][max_ctx] */
     int stage_layer, stage_slot, stage_n;
     int32_t stage_pos0;
-    float *colsum_ws; /* [H][max_ctx]: prompt column sums when the core does not provide them */
-    float *row_ws;    /* [H][max_ctx]: one query's probabilities, per head */
-    h2o_cand *cand;   /* [cap] */
+    h2o_cand *cand; /* [cap] */
+    /* Hooks driven without an engine (env->be NULL) get no column sums from the core: the policy
+     * computes them on a cpu table of its own (attention_colsum; its attention output, over the
+     * keys as values, is not used). */
+    ig_be *own_be;
+    float *colsum_ws; /* [H][max_ctx] */
+    float *kt;        /* [G][max_ctx][hd]: the prompt's keys in the op's layout */
+    float *att;       /* [max_ctx][H][hd]: the op's attention output (unused) */
+    float *ws;        /* the op's workspace, ws_floats */
+    size_t ws_floats;
+    int warned;
 } h2o_state;
 
 static const ig_param_spec h2o_params[] = {
@@ -74,7 +82,10 @@ static void h2o_fini(void *st) {
     free(s->epos);
     free(s->stage);
     free(s->colsum_ws);
-    free(s->row_ws);
+    free(s->kt);
+    free(s->att);
+    free(s->ws);
+    ig_be_free(s->own_be);
     free(s->cand);
     memset(s, 0, sizeof *s);
 }
@@ -106,12 +117,29 @@ static ig_status h2o_init(void *st, const ig_policy_env *env, const ig_policy_pa
     s->score = ig_calloc(n, sizeof(float), err);
     s->epos = ig_malloc(n * sizeof(int32_t), err);
     s->stage = ig_calloc((size_t)s->G * ctx, sizeof(float), err);
-    s->colsum_ws = ig_calloc((size_t)s->H * ctx, sizeof(float), err);
-    s->row_ws = ig_calloc((size_t)s->H * ctx, sizeof(float), err);
     s->cand = ig_calloc((size_t)s->cap, sizeof(h2o_cand), err);
-    if (!s->score || !s->epos || !s->stage || !s->colsum_ws || !s->row_ws || !s->cand) {
+    if (!s->score || !s->epos || !s->stage || !s->cand) {
         h2o_fini(s);
         return IG_ERR_NOMEM;
+    }
+    if (!env->be) { /* no engine: the prompt's column sums on a table of the policy's own */
+        ig_status rc = ig_be_cpu_create(&s->own_be, err);
+        if (rc != IG_OK) {
+            ig_error_prefix(err, "policy h2o: a cpu table of its own: ");
+            h2o_fini(s);
+            return rc;
+        }
+        size_t hd = (size_t)s->hd;
+        s->ws_floats =
+            ig_be_attention_colsum_ws(s->own_be, env->max_ctx, env->max_ctx, s->H, s->hd);
+        s->colsum_ws = ig_malloc((size_t)s->H * ctx * sizeof(float), err);
+        s->kt = ig_malloc((size_t)s->G * ctx * hd * sizeof(float), err);
+        s->att = ig_malloc(ctx * (size_t)s->H * hd * sizeof(float), err);
+        s->ws = ig_malloc((s->ws_floats ? s->ws_floats : 1) * sizeof(float), err);
+        if (!s->colsum_ws || !s->kt || !s->att || !s->ws) {
+            h2o_fini(s);
+            return IG_ERR_NOMEM;
+        }
     }
     for (size_t i = 0; i < n; i++) s->epos[i] = -1;
     s->stage_n = 0;
@@ -133,37 +161,22 @@ static void h2o_reset_slot(void *st, int slot) {
     if (s->stage_slot == slot) s->stage_n = 0;
 }
 
-/* Column sums of causal softmax attention among the call's own rows, per query head: what the
- * core's colsum holds when there is no earlier chunk. Keys of an earlier chunk are not available
- * to a policy, so a later chunk's queries only count within the chunk (documented limitation). */
-static void prompt_colsum(h2o_state *s, const ig_prefill_view *v) {
-    int n = v->n_new, H = s->H, G = s->G, hd = s->hd, group = s->group;
-    size_t ctx = (size_t)s->max_ctx;
-    int nt = ig_threads_get();
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int h = 0; h < H; h++) {
-        int g = h / group;
-        float *cs = s->colsum_ws + (size_t)h * ctx, *row = s->row_ws + (size_t)h * ctx;
-        memset(cs, 0, (size_t)n * sizeof(float));
-        for (int i = 0; i < n; i++) {
-            const float *qi = v->q + ((size_t)i * (size_t)H + (size_t)h) * (size_t)hd;
-            float m = -INFINITY;
-            for (int j = 0; j <= i; j++) {
-                const float *kj = v->k + ((size_t)j * (size_t)G + (size_t)g) * (size_t)hd;
-                float d = 0;
-                for (int t = 0; t < hd; t++) d += qi[t] * kj[t];
-                row[j] = d * s->scale;
-                if (row[j] > m) m = row[j];
-            }
-            float sum = 0;
-            for (int j = 0; j <= i; j++) {
-                row[j] = expf(row[j] - m);
-                sum += row[j];
-            }
-            float inv = 1.0f / sum;
-            for (int j = 0; j <= i; j++) cs[j] += row[j] * inv;
-        }
-    }
+/* Column sums of causal softmax attention among the call's own rows, per query head, into
+ * colsum_ws [H][max_ctx]: what the core's colsum holds when there is no earlier chunk. Keys of an
+ * earlier chunk are not available to a policy, so a later chunk's queries only count within the
+ * chunk (documented limitation). The op reads the keys as [G][n][hd] (and the same rows as
+ * values: its attention output is not used). */
+static ig_status prompt_colsum(h2o_state *s, const ig_prefill_view *v, ig_error *err) {
+    int n = v->n_new, G = s->G;
+    size_t hd = (size_t)s->hd, ctx = (size_t)s->max_ctx;
+    for (int g = 0; g < G; g++)
+        for (int i = 0; i < n; i++)
+            memcpy(s->kt + ((size_t)g * (size_t)n + (size_t)i) * hd,
+                   v->k + ((size_t)i * (size_t)G + (size_t)g) * hd, hd * sizeof(float));
+    for (int h = 0; h < s->H; h++)
+        memset(s->colsum_ws + (size_t)h * ctx, 0, (size_t)n * sizeof(float));
+    return ig_be_attention_colsum(s->own_be, v->q, n, 0, s->kt, s->kt, n, s->H, G, s->hd, s->scale,
+                                  s->ws, s->ws_floats, s->colsum_ws, (int64_t)ctx, s->att, err);
 }
 
 static void h2o_on_prefill(void *st, int layer, int slot, const ig_prefill_view *v) {
@@ -197,7 +210,19 @@ static void h2o_on_prefill(void *st, int layer, int slot, const ig_prefill_view 
                                   (size_t)i];
         }
     } else {
-        prompt_colsum(s, v);
+        ig_error err;
+        ig_error_clear(&err);
+        ig_status rc = s->own_be ? prompt_colsum(s, v, &err)
+                                 : ig_error_set(&err, IG_ERR_INVALID_ARG,
+                                                "the engine gave no column sums (it must)");
+        if (rc != IG_OK) { /* never expected: the prompt's rows start unscored */
+            if (!s->warned)
+                IG_WARN("h2o: the prompt's attention sums are missing, its rows start at score 0: "
+                        "%s",
+                        err.msg);
+            s->warned = 1;
+            return;
+        }
         for (int g = 0; g < s->G; g++)
             for (int hh = 0; hh < s->group; hh++) {
                 const float *cs = s->colsum_ws + (size_t)(g * s->group + hh) * ctx;

@@ -9,18 +9,18 @@
  * upper bound of the largest logit any of them can give a key in the page); gqa=sum ranks by the
  * sum of the bounds instead.
  *
- * The page scores and the top pages run through the run's backend table (env->be: page_bounds,
- * then topk over every (sequence, KV head) at once), next to the page metadata: on a device table
- * the metadata is mirrored there (the pages written since the last selection go up), on a host
- * table it is read in place. The host loop below remains for hooks driven without an engine and a
- * backend that failed; both give the same selections (ties to the older page). */
+ * The page scores and the top pages run through a backend table (page_bounds, then topk over
+ * every (sequence, KV head) at once; ties to the older page), next to the page metadata: on a
+ * device table the metadata is mirrored there (the pages written since the last selection go up),
+ * on a host table it is read in place. The table is the run's (env->be); where the engine gives
+ * none (hooks driven by hand) or its table fails, a cpu table of the policy's own, the same
+ * code. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/base/log.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "policies/baselines.h"
 #include "policies/policy.h"
 
@@ -32,14 +32,17 @@ typedef struct quest_state {
     size_t elem_bytes;     /* what a GPU run stores per metadata value (the KV dtype) */
     float *kmin, *kmax;    /* [Ls][S][G][n_pages][hd], layers dense_layers .. L-1 */
     int32_t *page_rows;    /* [Ls][S][G][n_pages] rows seen per page */
-    float *pscore, *tmp;   /* [n_pages] */
     unsigned char *chosen; /* [n_pages] */
-    /* selection through the backend table (env->be; NULL: the host loop only) */
+    /* selection through a backend table: the run's (env->be) or the policy's own (own_be) */
     ig_be *be;
+    ig_be *own_be;
     int be_host;    /* the table reads host memory: metadata read in place */
-    int dev_failed; /* a table op failed: the host loop from then on */
-    long long selections, table_selections; /* (sequence, KV head) selections of sparse layers */
-    float *kmin_d, *kmax_d;                 /* device tables: mirrors of kmin, kmax, page_rows */
+    int dev_failed; /* the run's table failed: own_be from then on */
+    int own_failed; /* own_be failed too (never expected): every entry selected */
+    char failed_name[32];
+    /* (sequence, KV head) selections of sparse layers: all, on the run's table, on own_be */
+    long long selections, table_selections, own_selections;
+    float *kmin_d, *kmax_d; /* device tables: mirrors of kmin, kmax, page_rows */
     int32_t *rows_d;
     int32_t *dirty_lo, *dirty_hi;       /* [Ls][S][G]: pages written since the last upload */
     float *q_d;                         /* [S][H][hd] */
@@ -67,37 +70,44 @@ static size_t page_index(const quest_state *s, int layer, int slot, int head, in
            (size_t)page;
 }
 
-static void quest_fini(void *st) {
-    quest_state *s = st;
+/* Releases the table's buffers (table_init's), leaving s->be NULL. */
+static void table_free(quest_state *s) {
     if (s->be) {
-        void *bufs[] = {s->q_d, s->src_d, s->np_d, s->k_d, s->ps_d, s->idx_d, s->cnt_d};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-            if (bufs[i]) ig_be_release(s->be, bufs[i]);
-        if (!s->be_host) {
-            void *mirrors[] = {s->kmin_d, s->kmax_d, s->rows_d};
-            for (size_t i = 0; i < sizeof mirrors / sizeof mirrors[0]; i++)
-                if (mirrors[i]) ig_be_release(s->be, mirrors[i]);
+        if (s->be_host) s->kmin_d = s->kmax_d = NULL, s->rows_d = NULL; /* the host arrays */
+        void **bufs[] = {(void **)&s->q_d,   (void **)&s->src_d,  (void **)&s->np_d,
+                         (void **)&s->k_d,   (void **)&s->ps_d,   (void **)&s->idx_d,
+                         (void **)&s->cnt_d, (void **)&s->kmin_d, (void **)&s->kmax_d,
+                         (void **)&s->rows_d};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+            if (*bufs[i]) ig_be_release(s->be, *bufs[i]);
+            *bufs[i] = NULL;
         }
     }
-    free(s->dirty_lo);
-    free(s->dirty_hi);
-    free(s->src_h);
-    free(s->np_h);
-    free(s->k_h);
-    free(s->mode);
-    free(s->idx_h);
-    free(s->cnt_h);
+    void **host[] = {(void **)&s->dirty_lo, (void **)&s->dirty_hi, (void **)&s->src_h,
+                     (void **)&s->np_h,     (void **)&s->k_h,      (void **)&s->mode,
+                     (void **)&s->idx_h,    (void **)&s->cnt_h};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) {
+        free(*host[i]);
+        *host[i] = NULL;
+    }
+    s->be = NULL;
+    s->be_host = 0;
+}
+
+static void quest_fini(void *st) {
+    quest_state *s = st;
+    table_free(s);
+    ig_be_free(s->own_be);
     free(s->kmin);
     free(s->kmax);
     free(s->page_rows);
-    free(s->pscore);
-    free(s->tmp);
     free(s->chosen);
     memset(s, 0, sizeof *s);
 }
 
-/* The table's buffers: metadata mirrors on a device table (the page counts uploaded as zero, so
- * that nothing is dirty), the per-call arrays. */
+/* The table's buffers: metadata mirrors on a device table (the page counts uploaded as they are,
+ * so that nothing is dirty), the per-call arrays. On failure the caller releases what was made
+ * (table_free). */
 static ig_status table_init(quest_state *s, ig_be *be, size_t pages, ig_error *err) {
     size_t SG = (size_t)s->S * (size_t)s->G, P = (size_t)s->n_pages, hd = (size_t)s->hd;
     size_t tables = (size_t)s->Ls * SG;
@@ -165,16 +175,16 @@ static ig_status quest_init(void *st, const ig_policy_env *env, const ig_policy_
     s->kmin = ig_malloc(pages * (size_t)s->hd * sizeof(float), err);
     s->kmax = ig_malloc(pages * (size_t)s->hd * sizeof(float), err);
     s->page_rows = ig_calloc(pages, sizeof(int32_t), err);
-    s->pscore = ig_malloc((size_t)s->n_pages * sizeof(float), err);
-    s->tmp = ig_malloc((size_t)s->n_pages * sizeof(float), err);
     s->chosen = ig_malloc((size_t)s->n_pages, err);
-    if (!s->kmin || !s->kmax || !s->page_rows || !s->pscore || !s->tmp || !s->chosen) {
+    if (!s->kmin || !s->kmax || !s->page_rows || !s->chosen) {
         quest_fini(s);
         return IG_ERR_NOMEM;
     }
-    if (env->be && s->Ls > 0) {
-        ig_status rc = table_init(s, env->be, pages, err);
+    if (s->Ls > 0) { /* the run's table, or a cpu table of the policy's own */
+        ig_status rc = env->be ? IG_OK : ig_be_cpu_create(&s->own_be, err);
+        if (rc == IG_OK) rc = table_init(s, env->be ? env->be : s->own_be, pages, err);
         if (rc != IG_OK) {
+            ig_error_prefix(err, "policy quest: the page selection's table: ");
             quest_fini(s);
             return rc;
         }
@@ -253,56 +263,10 @@ static void chosen_entries(const quest_state *s, const ig_entries_view *v, int32
     *n_out = n;
 }
 
-/* Pages of one KV head on the host: the last (partial) page plus the top `extra` of the others by
- * bound; ties go to the older page. */
-static void select_head(quest_state *s, int layer, int slot, int g, const float *q,
-                        const ig_entries_view *v, int32_t *out, int64_t *n_out) {
-    int64_t last = 0, extra = 0;
-    if (!plan_head(s, layer, v, &last, &extra)) {
-        select_all(v, out, n_out);
-        return;
-    }
-    memset(s->chosen, 0, (size_t)(last + 1));
-    s->chosen[last] = 1;
-    if (extra > 0) {
-        for (int64_t pg = 0; pg < last; pg++) {
-            size_t pi = page_index(s, layer, slot, g, pg);
-            if (s->page_rows[pi] == 0) {
-                s->pscore[pg] = -INFINITY;
-                continue;
-            }
-            const float *mn = s->kmin + pi * (size_t)s->hd, *mx = s->kmax + pi * (size_t)s->hd;
-            float best = s->gqa_sum ? 0.0f : -INFINITY;
-            for (int hh = 0; hh < s->group; hh++) {
-                const float *qh = q + (size_t)(g * s->group + hh) * (size_t)s->hd;
-                float b = ig_cpu_page_bound(qh, mn, mx, s->hd);
-                if (s->gqa_sum)
-                    best += b;
-                else if (b > best)
-                    best = b;
-            }
-            s->pscore[pg] = best;
-        }
-        memcpy(s->tmp, s->pscore, (size_t)last * sizeof(float));
-        float t = ig_cpu_kth_largest(s->tmp, last, extra);
-        int64_t taken = 0;
-        for (int64_t pg = 0; pg < last; pg++)
-            if (s->pscore[pg] > t) {
-                s->chosen[pg] = 1;
-                taken++;
-            }
-        for (int64_t pg = 0; pg < last && taken < extra; pg++)
-            if (s->pscore[pg] == t) {
-                s->chosen[pg] = 1;
-                taken++;
-            }
-    }
-    chosen_entries(s, v, out, n_out);
-}
-
-/* The selections of n sequences through the table: the pages written since the last upload go up
- * (device tables), then one page_bounds and one topk over every (sequence, KV head), the top
- * pages come down. Returns the first error (the caller falls back to the host loop). */
+/* The selections of n <= S sequences through the table: the pages written since the last upload
+ * go up (device tables), then one page_bounds and one topk over every (sequence, KV head), the
+ * top pages come down: the last (partial) page plus the top `extra` of the others by bound, ties
+ * to the older page. Returns the first error. */
 static ig_status select_on_table(quest_state *s, int layer, int n, const int *slots, const float *q,
                                  const ig_entries_view *ev, ig_selection *out, ig_error *err) {
     ig_be *be = s->be;
@@ -363,28 +327,69 @@ static ig_status select_on_table(quest_state *s, int layer, int n, const int *sl
     return IG_OK;
 }
 
+/* The run's table failed: its buffers go (the host arrays are complete: nothing to mirror back)
+ * and the policy's own cpu table takes over, reading them in place. 0 when that cannot be set up.
+ */
+static int switch_to_own(quest_state *s, ig_error *err) {
+    snprintf(s->failed_name, sizeof s->failed_name, "%s", s->be->caps.name);
+    s->dev_failed = 1;
+    table_free(s);
+    size_t pages = (size_t)s->Ls * (size_t)s->S * (size_t)s->G * (size_t)s->n_pages;
+    if (!s->own_be && ig_be_cpu_create(&s->own_be, err) != IG_OK) return 0;
+    if (table_init(s, s->own_be, pages, err) != IG_OK) {
+        table_free(s);
+        return 0;
+    }
+    return 1;
+}
+
 static void quest_select(void *st, int layer, int n, const int *slots, const float *q,
                          const ig_entries_view *ev, ig_selection *out) {
     quest_state *s = st;
+    int G = s->G;
     size_t qd = (size_t)s->H * (size_t)s->hd;
-    if (layer >= s->dense_layers) s->selections += (long long)n * s->G;
-    if (s->be && !s->dev_failed && layer >= s->dense_layers && n <= s->S) {
-        ig_error err;
-        ig_status rc = select_on_table(s, layer, n, slots, q, ev, out, &err);
-        if (rc == IG_OK) {
-            s->table_selections += (long long)n * s->G;
-            return;
+    int ok = 0;
+    if (layer >= s->dense_layers) {
+        s->selections += (long long)n * G;
+        if (s->be && !s->own_failed) {
+            ig_error err;
+            ig_error_clear(&err);
+            /* the table's arrays hold S sequences: a larger call in parts */
+            for (int tries = 0; tries < 2 && !ok; tries++) {
+                ig_status rc = IG_OK;
+                for (int i0 = 0; i0 < n && rc == IG_OK; i0 += s->S)
+                    rc = select_on_table(s, layer, n - i0 < s->S ? n - i0 : s->S, slots + i0,
+                                         q + (size_t)i0 * qd, ev + (size_t)i0 * (size_t)G, out + i0,
+                                         &err);
+                if (rc == IG_OK) {
+                    ok = 1;
+                    if (s->be == s->own_be)
+                        s->own_selections += (long long)n * G;
+                    else
+                        s->table_selections += (long long)n * G;
+                } else if (s->be != s->own_be) {
+                    IG_WARN("quest: page scores on the %s backend failed, a cpu table of the "
+                            "policy's own takes over: %s",
+                            s->be->caps.name, err.msg);
+                    ig_error_clear(&err);
+                    if (!switch_to_own(s, &err)) break;
+                } else {
+                    break;
+                }
+            }
+            if (!ok) {
+                IG_WARN("quest: page scores on the policy's own cpu table failed, every entry is "
+                        "selected from now on: %s",
+                        err.msg);
+                s->own_failed = 1;
+            }
         }
-        IG_WARN("quest: page scores on the %s backend failed, the host takes over: %s",
-                s->be->caps.name, err.msg);
-        s->dev_failed = 1;
-        /* the host arrays are complete: nothing to mirror back */
     }
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < s->G; g++)
-            select_head(s, layer, slots[i], g, q + (size_t)i * qd,
-                        &ev[(size_t)i * (size_t)s->G + g],
-                        out[i].entries + (size_t)g * (size_t)out[i].max_per_head, &out[i].n[g]);
+    if (ok) return;
+    for (int i = 0; i < n; i++) /* dense layers (and, never expected, no table that works) */
+        for (int g = 0; g < G; g++)
+            select_all(&ev[(size_t)i * (size_t)G + (size_t)g],
+                       out[i].entries + (size_t)g * (size_t)out[i].max_per_head, &out[i].n[g]);
 }
 
 static size_t quest_device_bytes(const void *st) {
@@ -406,10 +411,19 @@ static const char *quest_budget(const void *st, char *buf, size_t n) {
             "budget_ratio = %g of the current length read (whole pages of %d), layers %d and up",
             s->budget_ratio, s->page_size, s->dense_layers);
     size_t used = strlen(buf);
-    if (s->be && used < n)
+    const char *run = s->dev_failed                 ? s->failed_name
+                      : s->be && s->be != s->own_be ? s->be->caps.name
+                                                    : NULL;
+    if (run && used < n) {
         snprintf(buf + used, n - used,
-                 "; page scores and top pages on the %s backend in %lld of %lld selections",
-                 s->be->caps.name, s->table_selections, s->selections);
+                 "; page scores and top pages on the %s backend in %lld of %lld selections", run,
+                 s->table_selections, s->selections);
+        used = strlen(buf);
+    }
+    if (s->own_be && (s->own_selections || !run) && used < n)
+        snprintf(buf + used, n - used, "; on the policy's own cpu table in %lld of %lld (%s)",
+                 s->own_selections, s->selections,
+                 s->dev_failed ? "after the run's table failed" : "the run gave no table");
     return buf;
 }
 

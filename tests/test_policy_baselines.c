@@ -54,7 +54,7 @@ typedef struct rig {
     int32_t victims[1024];
 } rig;
 
-/* The backend table a rig's policy gets (ig_policy_env.be); NULL: none, the host loops. */
+/* The backend table a rig's policy gets (ig_policy_env.be); NULL: none (hooks driven by hand). */
 static ig_be *g_rig_be;
 
 static int rig_open(rig *r, const char *policy, const char *const *sets, int n_sets, int n_layer,
@@ -422,6 +422,10 @@ static void test_quest_bound(void) {
 
 /* Keys appended in a shuffled entry order (entries map to positions through the view); the
  * selection is the last page plus the top pages by the group's bound, up to the token budget. */
+static ig_status failing_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                              const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
+                              int64_t ld_idx, int32_t *counts, ig_error *err);
+
 static void quest_check_selection(const char *gqa, int n_tok, int budget) {
     enum { H = 4, G = 2, HD = 8, PS = 4, CTX = 64 };
     char bset[40], gset[40];
@@ -499,23 +503,45 @@ static void quest_check_selection(const char *gqa, int n_tok, int budget) {
         CU_ASSERT_EQUAL(rows, want_rows); /* whole pages */
         CU_ASSERT(extra >= last || rows <= (budget > last_rows ? budget : last_rows));
     }
-    if (g_rig_be) { /* the selection ran on the table */
-        char buf[512], want_on[128];
+    char buf[512], want_on[128];
+    if (g_rig_be && g_rig_be->iface->topk == failing_topk && extra > 0 && extra < last)
+        /* a top-k was needed and failed: the policy's own table took over */
+        snprintf(want_on, sizeof want_on,
+                 "on the policy's own cpu table in %d of %d (after the run's table failed)", G, G);
+    else if (g_rig_be) /* the selection ran on the run's table */
         snprintf(want_on, sizeof want_on, "on the %s backend in %d of %d selections",
                  g_rig_be->caps.name, G, G);
-        CU_ASSERT_PTR_NOT_NULL(strstr(r.ops->budget(r.st, buf, sizeof buf), want_on));
-    }
+    else /* no table from an engine: on the policy's own */
+        snprintf(want_on, sizeof want_on, "on the policy's own cpu table in %d of %d", G, G);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.ops->budget(r.st, buf, sizeof buf), want_on));
     rig_close(&r);
 }
 
-/* The host loop (no table), and the page scores and top pages on the cpu and cpu-ref tables: the
- * same selections, from the test's own page scores. */
+/* A cpu table whose top-k fails (the policy's own table must take over). */
+static ig_status failing_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
+                              const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
+                              int64_t ld_idx, int32_t *counts, ig_error *err) {
+    (void)be, (void)x, (void)ldx, (void)rows, (void)n, (void)n_rows, (void)k, (void)k_rows;
+    (void)idx, (void)ld_idx, (void)counts;
+    return ig_error_set(err, IG_ERR_DEVICE, "topk: failed on purpose (test)");
+}
+
+/* No table from an engine (the policy's own cpu table), the page scores and top pages on the cpu
+ * and cpu-ref tables, and on a table whose top-k fails (the policy's own takes over): the same
+ * selections, from the test's own page scores. */
 static void test_quest_selects_top_pages(void) {
-    ig_be *tables[3] = {NULL, NULL, NULL};
+    ig_be *tables[4] = {NULL, NULL, NULL, NULL};
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_be_cpu_create(&tables[1], &err), IG_OK);
     CU_ASSERT_EQUAL_FATAL(ig_be_ref_create(&tables[2], &err), IG_OK);
-    for (int b = 0; b < 3; b++) {
+    static ig_be_iface fail_if;
+    static struct ig_be fail_be;
+    fail_if = *tables[1]->iface;
+    fail_if.topk = failing_topk;
+    fail_be = *tables[1];
+    fail_be.iface = &fail_if;
+    tables[3] = &fail_be;
+    for (int b = 0; b < 4; b++) {
         g_rig_be = tables[b];
         quest_check_selection("max", 64, 20);
         quest_check_selection("max", 62, 20);
