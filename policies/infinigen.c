@@ -1260,23 +1260,12 @@ static const char *ig_budget(const void *st, char *buf, size_t n) {
              s->budget_window ? "window (the engine's context length)" : "current length",
              s->dense_first ? ", every token while the sequence is within the budget" : "",
              s->dense);
-    size_t used = strlen(buf);
     const char *run = s->dev_failed                 ? s->failed_name
                       : s->be && s->be != s->own_be ? s->be->caps.name
                                                     : NULL;
-    if (run && used < n) {
-        snprintf(buf + used, n - used,
-                 "; partial query, scores, counts and top-n on the %s backend in %lld of %lld "
-                 "selections",
-                 run, s->dev_selections, s->selections);
-        used = strlen(buf);
-    }
-    if ((s->own_selections || !run) && used < n) {
-        snprintf(buf + used, n - used, "; on the policy's own cpu table in %lld of %lld (%s)",
-                 s->own_selections, s->selections,
-                 s->dev_failed ? "after the run's table failed" : "the run gave no table for it");
-        used = strlen(buf);
-    }
+    ig_policy_tables_note(buf, n, "partial query, scores, counts and top-n", run, s->dev_selections,
+                          s->own_be != NULL, s->own_selections, s->dev_failed, s->selections);
+    size_t used = strlen(buf);
     if (s->every_selections && used < n)
         snprintf(buf + used, n - used, "; every entry in %lld (no table worked)",
                  s->every_selections);

@@ -255,4 +255,12 @@ void ig_policy_params_free(ig_policy_params *p);
 /* "name=value, ..." of every parameter (effective values), for result files. */
 const char *ig_policy_params_describe(const ig_policy_params *p, char *buf, size_t n);
 
+/* For a budget hook: appends to buf (n bytes) where a policy's computation ran, out of `total`
+ * selections: "; WHAT on the RUN backend in A of TOTAL selections" where the run's table (named
+ * run; NULL: none) was used, and "; on the policy's own cpu table in B of TOTAL (why)" where a
+ * table of the policy's own (have_own) ran some, or all for want of the run's; run_failed says
+ * why. */
+void ig_policy_tables_note(char *buf, size_t n, const char *what, const char *run, long long on_run,
+                           int have_own, long long on_own, int run_failed, long long total);
+
 #endif

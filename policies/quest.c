@@ -410,20 +410,11 @@ static const char *quest_budget(const void *st, char *buf, size_t n) {
             buf, n,
             "budget_ratio = %g of the current length read (whole pages of %d), layers %d and up",
             s->budget_ratio, s->page_size, s->dense_layers);
-    size_t used = strlen(buf);
     const char *run = s->dev_failed                 ? s->failed_name
                       : s->be && s->be != s->own_be ? s->be->caps.name
                                                     : NULL;
-    if (run && used < n) {
-        snprintf(buf + used, n - used,
-                 "; page scores and top pages on the %s backend in %lld of %lld selections", run,
-                 s->table_selections, s->selections);
-        used = strlen(buf);
-    }
-    if (s->own_be && (s->own_selections || !run) && used < n)
-        snprintf(buf + used, n - used, "; on the policy's own cpu table in %lld of %lld (%s)",
-                 s->own_selections, s->selections,
-                 s->dev_failed ? "after the run's table failed" : "the run gave no table");
+    ig_policy_tables_note(buf, n, "page scores and top pages", run, s->table_selections,
+                          s->own_be != NULL, s->own_selections, s->dev_failed, s->selections);
     return buf;
 }
 

@@ -19,6 +19,7 @@
 #include "core/engine/calibrate.h"
 #include "policies/infinigen_skew.h"
 #include "policies/policy.h"
+#include "tests/failing_table.h"
 #include "tests/test_util.h"
 
 /* ---- helpers ---- */
@@ -746,15 +747,6 @@ static void test_selection_rule(void) {
     printf("\n    ");
 }
 
-/* A table whose top-k fails: the cpu table otherwise (host memory, read in place). */
-static ig_status failing_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
-                              const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
-                              int64_t ld_idx, int32_t *counts, ig_error *err) {
-    (void)be, (void)x, (void)ldx, (void)rows, (void)n, (void)n_rows, (void)k, (void)k_rows;
-    (void)idx, (void)ld_idx, (void)counts;
-    return ig_error_set(err, IG_ERR_DEVICE, "topk: failed on purpose (test)");
-}
-
 /* fetch_rule=adaptive steps a layer's alpha once per selection. When the table fails at its last
  * step (after the fetch counts, which step alpha), the policy's own cpu table selects again: the
  * selections that follow must be those of a run that never had a table (the step taken once, not
@@ -762,10 +754,7 @@ static ig_status failing_topk(ig_be *be, const float *x, int64_t ldx, int rows, 
 static void test_failed_table_adaptive(void) {
     static ig_be_iface fail_if;
     static struct ig_be fail_be;
-    fail_if = *g_cpu_be->iface;
-    fail_if.topk = failing_topk;
-    fail_be = *g_cpu_be;
-    fail_be.iface = &fail_if;
+    ig_test_failing_table(g_cpu_be, &fail_if, &fail_be); /* the cpu table, its top-k failing */
     enum { STEPS = 6 };
     static int32_t ent[2][STEPS][2][MAXH * SEL_MAX];
     static int64_t nn[2][STEPS][2][MAXH];

@@ -16,6 +16,7 @@
 #include "offload/kv_home.h"
 #include "policies/baselines.h"
 #include "policies/policy.h"
+#include "tests/failing_table.h"
 #include "tests/test_util.h"
 
 /* ---- small helpers ---- */
@@ -422,10 +423,6 @@ static void test_quest_bound(void) {
 
 /* Keys appended in a shuffled entry order (entries map to positions through the view); the
  * selection is the last page plus the top pages by the group's bound, up to the token budget. */
-static ig_status failing_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
-                              const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
-                              int64_t ld_idx, int32_t *counts, ig_error *err);
-
 static void quest_check_selection(const char *gqa, int n_tok, int budget) {
     enum { H = 4, G = 2, HD = 8, PS = 4, CTX = 64 };
     char bset[40], gset[40];
@@ -504,7 +501,7 @@ static void quest_check_selection(const char *gqa, int n_tok, int budget) {
         CU_ASSERT(extra >= last || rows <= (budget > last_rows ? budget : last_rows));
     }
     char buf[512], want_on[128];
-    if (g_rig_be && g_rig_be->iface->topk == failing_topk && extra > 0 && extra < last)
+    if (g_rig_be && g_rig_be->iface->topk == ig_test_failing_topk && extra > 0 && extra < last)
         /* a top-k was needed and failed: the policy's own table took over */
         snprintf(want_on, sizeof want_on,
                  "on the policy's own cpu table in %d of %d (after the run's table failed)", G, G);
@@ -517,15 +514,6 @@ static void quest_check_selection(const char *gqa, int n_tok, int budget) {
     rig_close(&r);
 }
 
-/* A cpu table whose top-k fails (the policy's own table must take over). */
-static ig_status failing_topk(ig_be *be, const float *x, int64_t ldx, int rows, int64_t n,
-                              const int32_t *n_rows, int64_t k, const int32_t *k_rows, int32_t *idx,
-                              int64_t ld_idx, int32_t *counts, ig_error *err) {
-    (void)be, (void)x, (void)ldx, (void)rows, (void)n, (void)n_rows, (void)k, (void)k_rows;
-    (void)idx, (void)ld_idx, (void)counts;
-    return ig_error_set(err, IG_ERR_DEVICE, "topk: failed on purpose (test)");
-}
-
 /* No table from an engine (the policy's own cpu table), the page scores and top pages on the cpu
  * and cpu-ref tables, and on a table whose top-k fails (the policy's own takes over): the same
  * selections, from the test's own page scores. */
@@ -536,10 +524,7 @@ static void test_quest_selects_top_pages(void) {
     CU_ASSERT_EQUAL_FATAL(ig_be_ref_create(&tables[2], &err), IG_OK);
     static ig_be_iface fail_if;
     static struct ig_be fail_be;
-    fail_if = *tables[1]->iface;
-    fail_if.topk = failing_topk;
-    fail_be = *tables[1];
-    fail_be.iface = &fail_if;
+    ig_test_failing_table(tables[1], &fail_if, &fail_be);
     tables[3] = &fail_be;
     for (int b = 0; b < 4; b++) {
         g_rig_be = tables[b];
