@@ -305,6 +305,10 @@ ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
     *out = NULL;
     return ig_error_set(err, IG_ERR_UNSUPPORTED, "the CUDA backend is not compiled in");
 }
+ig_status ig_be_cuda_create_sized(int device, const ig_be_sizing *z, ig_be **out, ig_error *err) {
+    (void)z;
+    return ig_be_cuda_create(device, out, err);
+}
 #endif
 
 ig_status ig_be_copy2d(ig_be *be, void *dst, size_t dpitch, const void *src, size_t spitch,

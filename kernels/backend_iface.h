@@ -180,6 +180,19 @@ ig_status ig_be_ref_create(ig_be **out, ig_error *err);
 ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err);
 void ig_be_free(ig_be *be);
 
+/* What an engine will ask of a device table's linear, so that the table sizes its scratch once
+ * instead of growing it during a run: up to max_rows rows of x, inputs and outputs up to max_cols
+ * wide, uncompressed matrices stored as weight_type (f32, f16 or bf16; it also sets the GEMM
+ * precision of compressed ones: f32 for f32, else f16), and whether some matrices stay
+ * block-quantized. */
+typedef struct ig_be_sizing {
+    int64_t max_rows, max_cols;
+    ig_dtype weight_type;
+    int compressed;
+} ig_be_sizing;
+/* ig_be_cuda_create with its scratch sized for z (owned by the table, freed with it). */
+ig_status ig_be_cuda_create_sized(int device, const ig_be_sizing *z, ig_be **out, ig_error *err);
+
 /* IG_OK when a table is usable: its version is this build's and no slot is NULL. */
 ig_status ig_be_iface_check(const ig_be_iface *iface, const char *name, ig_error *err);
 

@@ -1,7 +1,7 @@
 /* The engine over a ragged batch of sequences: create, the call's layout, the CPU engine's loop
  * over layers and GPU batches (weight stream, activations off the device), logits. The layer
- * itself is core/engine/layer.c, shared with the CUDA engine (engine_cuda.c). All buffers are sized
- * at create time from the options; forward never allocates. The KV cache is
+ * itself is core/engine/layer.c, shared with the device engine (engine_dev.c). All buffers are
+ * sized at create time from the options; forward never allocates. The KV cache is
  * [layer][slot][kv_head][max_ctx][head_dim] f32, so a head's keys are contiguous for attention. */
 #include "core/engine/engine.h"
 
@@ -67,7 +67,7 @@ static ig_status create(const ig_model *m, const ig_engine_opts *opts, int cuda,
         free(e);
         return brc;
     }
-    e->layer_be = e->be; /* the CUDA engine's own table replaces it (ig_cu_create) */
+    e->layer_be = e->be; /* the device engine's own table replaces it (ig_dev_create) */
     size_t T = (size_t)o.max_batch_tokens, d = (size_t)c->d_model;
     size_t qd = (size_t)c->n_head * (size_t)c->head_dim;
     size_t kvd = (size_t)c->n_kv_head * (size_t)c->head_dim, f = (size_t)c->d_ffn;
@@ -136,7 +136,7 @@ static ig_status create(const ig_model *m, const ig_engine_opts *opts, int cuda,
         ig_cpu_rope_table(c->rope_theta, c->rot_dim, o.max_ctx, e->rope_cos, e->rope_sin);
     }
     if (cuda) {
-        rc = ig_cu_create(e, err);
+        rc = ig_dev_create(e, err);
         if (rc != IG_OK) goto fail;
     }
     if (o.policy) {
@@ -162,7 +162,7 @@ ig_status ig_engine_create(const ig_model *m, const ig_engine_opts *opts, ig_eng
 }
 
 ig_backend_kind ig_engine_backend(const ig_engine *e) {
-    return e->cu ? IG_BACKEND_CUDA : IG_BACKEND_CPU;
+    return e->dev ? IG_BACKEND_CUDA : IG_BACKEND_CPU;
 }
 
 void ig_engine_free(ig_engine *e) {
@@ -170,7 +170,7 @@ void ig_engine_free(ig_engine *e) {
     /* first the KV run: its working set waits for the table's work reading the KV home and
      * unregisters it, the policy releases its buffers, on the table still alive */
     ig_kv_run_free(e->kv);
-    ig_cu_free(e->cu);
+    ig_dev_free(e->dev);
     if (e->k_cache)
         for (int l = 0; l < e->cfg.n_layer; l++) free(e->k_cache[l]);
     if (e->v_cache)
@@ -308,8 +308,8 @@ static ig_status forward(ig_engine *e, const ig_seq_tokens *seqs, int n_seqs, ig
             IG_TRY(ig_be_add(e->be, e->x + (size_t)t * d, e->h, c->d_model, err));
         }
     }
-    if (e->cu) {
-        IG_TRY(ig_cu_forward(e, gb, err));
+    if (e->dev) {
+        IG_TRY(ig_dev_forward(e, gb, err));
         if (e->kv) {
             ig_kv_call_end(e);
             if (ig_kv_run_io_error(e->kv))
@@ -394,7 +394,7 @@ static void cu_logits(ig_engine *e, const int64_t *rows, int64_t row0, int64_t n
     ig_error err;
     ig_error_clear(&err);
     double t0 = ig_time_s();
-    if (ig_cu_logits(e, rows, row0, n, out, &err) != IG_OK) {
+    if (ig_dev_logits(e, rows, row0, n, out, &err) != IG_OK) {
         IG_WARN("logits: %s", err.msg);
         for (int64_t i = 0; i < n * (int64_t)e->cfg.vocab; i++) out[i] = NAN;
     }
@@ -414,7 +414,7 @@ static void logits(ig_engine *e, const float *x, int64_t n, float *out) {
 
 void ig_engine_logits(ig_engine *e, int64_t row0, int64_t n, float *out) {
     IG_ASSERT(row0 >= 0 && n >= 0 && row0 + n <= e->n_rows);
-    if (e->cu) {
+    if (e->dev) {
         cu_logits(e, NULL, row0, n, out);
         return;
     }
@@ -425,7 +425,7 @@ void ig_engine_logits_rows(ig_engine *e, const int64_t *rows, int64_t n, float *
     /* Gather the rows into the scratch h (free after forward), then one GEMM. */
     size_t d = (size_t)e->cfg.d_model;
     IG_ASSERT(n <= e->opts.max_batch_tokens);
-    if (e->cu) {
+    if (e->dev) {
         for (int64_t i = 0; i < n; i++) IG_ASSERT(rows[i] >= 0 && rows[i] < e->n_rows);
         cu_logits(e, rows, 0, n, out);
         return;

@@ -8,7 +8,7 @@
 #include "offload/kv_home.h"
 
 typedef struct ig_kv_run ig_kv_run;
-typedef struct ig_cu_engine ig_cu_engine;
+typedef struct ig_dev_engine ig_dev_engine;
 
 struct ig_engine {
     const ig_model *model;
@@ -36,12 +36,12 @@ struct ig_engine {
     int64_t br0, br1;
     ig_act_home *act; /* [max_batch_tokens][d_model] f32 rows off the device (act_*_seqs) */
     ig_engine_stats stats;
-    ig_kv_run *kv;    /* with a policy */
-    ig_cu_engine *cu; /* the CUDA backend's state (engine_cuda.c), NULL on the CPU */
-    ig_be *be;        /* the host table ("cpu"): the CPU engine's layers and logits */
+    ig_kv_run *kv;      /* with a policy */
+    ig_dev_engine *dev; /* a device backend's state (engine_dev.c), NULL on the CPU */
+    ig_be *be;          /* the host table ("cpu"): the CPU engine's layers and logits */
     /* the table the layers run on and the layers as it reads them (the policy's too): be and NULL
-     * (the model's own) on the CPU engine; the CUDA engine's table and uploaded weights, set by
-     * ig_cu_create */
+     * (the model's own) on the CPU engine; the device engine's table and uploaded weights, set by
+     * ig_dev_create */
     ig_be *layer_be;
     const ig_layer *layer_views;
 };
@@ -96,17 +96,18 @@ void ig_kv_run_policy_budget(const ig_kv_run *r, ig_policy_budget_info *out);
 void *ig_kv_run_policy_state(const ig_kv_run *r);
 size_t ig_kv_run_row_bytes(const ig_kv_run *r);
 
-/* ---- the CUDA backend (engine_cuda.c; without IG_HAVE_CUDA every call fails as unsupported) ----
+/* ---- a device backend (engine_dev.c: table ops only; the CUDA table today, whose constructor
+ * fails as unsupported in a build without CUDA) ----
  * The host buffers of struct ig_engine stay as host mirrors: the embedding is gathered into e->x on
  * the host, and with a policy the policy path copies the rows its hooks read (engine_kv.c).
- * Creating sets e->layer_be and e->layer_views. */
-ig_status ig_cu_create(ig_engine *e, ig_error *err);
-void ig_cu_free(ig_cu_engine *c);
+ * Creating sets e->dev, e->layer_be and e->layer_views. */
+ig_status ig_dev_create(ig_engine *e, ig_error *err);
+void ig_dev_free(ig_dev_engine *c);
 /* Runs the layers and the final norm of the call laid out in e (rows, sequences, GPU batches;
  * e->x holds the embeddings on the host). */
-ig_status ig_cu_forward(ig_engine *e, int gpu_batch_seqs, ig_error *err);
+ig_status ig_dev_forward(ig_engine *e, int gpu_batch_seqs, ig_error *err);
 /* Logits of rows (or row0 .. row0+n-1 when rows is NULL) into host out [n][vocab]. */
-ig_status ig_cu_logits(ig_engine *e, const int64_t *rows, int64_t row0, int64_t n, float *out,
-                       ig_error *err);
+ig_status ig_dev_logits(ig_engine *e, const int64_t *rows, int64_t row0, int64_t n, float *out,
+                        ig_error *err);
 
 #endif

@@ -5,7 +5,10 @@
 // launchers.
 #include <stdlib.h>
 
-#include "kernels/cuda/cuda_iface.h"
+extern "C" {
+#include "kernels/backend_iface.h"
+}
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace {
 
@@ -17,7 +20,8 @@ struct cuda_ctx {
     void *scratch; // x rounded to f16/bf16 for narrow-weight GEMMs, grown once
     size_t scratch_bytes;
     int owns_scratch;
-    ig_cuda_qscratch qs; // compressed matrices' prefill scratch (buf NULL: none; never owned)
+    ig_cuda_qscratch qs; // compressed matrices' prefill scratch (buf NULL: none)
+    int owns_qs;         // ig_be_cuda_create_sized's; a fork's never
 };
 
 cuda_ctx *C(ig_be *be) {
@@ -34,6 +38,7 @@ void cu_destroy(ig_be *be) {
     (void)ig_cuda_stream_sync(c->s, &err);
     if (c->owns_stream) ig_cuda_stream_destroy(c->s);
     if (c->owns_scratch) ig_cuda_free(c->scratch);
+    if (c->owns_qs) ig_cuda_free(c->qs.buf);
     if (c->owns_ctx) ig_cuda_ctx_destroy(c->c);
     free(c);
     free(be);
@@ -378,19 +383,36 @@ extern "C" ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
     return rc;
 }
 
-extern "C" ig_status ig_be_cuda_wrap(ig_cuda_ctx *ctx, const ig_cuda_qscratch *qs, void *x_scratch,
-                                     size_t x_scratch_bytes, ig_be **out, ig_error *err) {
-    *out = NULL;
-    IG_TRY(ig_be_iface_check(&g_cuda_iface, "cuda", err));
-    if (!ctx) return ig_error_set(err, IG_ERR_INVALID_ARG, "backend cuda: no context to wrap");
-    cuda_ctx *c = static_cast<cuda_ctx *>(calloc(1, sizeof *c));
-    if (!c) return ig_error_set(err, IG_ERR_NOMEM, "backend cuda");
-    c->c = ctx;
-    c->s = ig_cuda_ctx_stream(ctx);
-    if (qs) c->qs = *qs;
-    c->scratch = x_scratch;
-    c->scratch_bytes = x_scratch ? x_scratch_bytes : 0;
-    ig_status rc = new_table(c, out, err);
-    if (rc != IG_OK) free(c);
+extern "C" ig_status ig_be_cuda_create_sized(int device, const ig_be_sizing *z, ig_be **out,
+                                             ig_error *err) {
+    IG_TRY(ig_be_cuda_create(device, out, err));
+    cuda_ctx *c = C(*out);
+    ig_status rc = IG_OK;
+    int wt_ok = z->weight_type == IG_DTYPE_F32 || z->weight_type == IG_DTYPE_F16 ||
+                z->weight_type == IG_DTYPE_BF16;
+    if (!wt_ok || z->max_rows < 1 || z->max_cols < 1)
+        rc = ig_error_set(
+            err, IG_ERR_INVALID_ARG, "backend cuda: sizing of %lld rows x %lld columns of %s",
+            (long long)z->max_rows, (long long)z->max_cols, ig_dtype_name(z->weight_type));
+    if (rc == IG_OK && z->weight_type != IG_DTYPE_F32) { /* x rounded to the weights' type */
+        size_t bytes = (size_t)z->max_rows * (size_t)z->max_cols * ig_dtype_size(z->weight_type);
+        rc = ig_cuda_malloc(&c->scratch, bytes, err);
+        if (rc == IG_OK) {
+            c->scratch_bytes = bytes;
+            c->owns_scratch = 1;
+        }
+    }
+    if (rc == IG_OK && z->compressed) { /* dequantized chunks of up to max_cols rows of W */
+        int64_t chunk = (z->max_cols + 63) / 64 * 64;
+        c->qs.gemm_type = z->weight_type == IG_DTYPE_F32 ? IG_DTYPE_F32 : IG_DTYPE_F16;
+        c->qs.bytes =
+            ig_cuda_qlinear_scratch_bytes(z->max_rows, z->max_cols, chunk, c->qs.gemm_type);
+        rc = ig_cuda_malloc(&c->qs.buf, c->qs.bytes, err);
+        if (rc == IG_OK) c->owns_qs = 1;
+    }
+    if (rc != IG_OK) {
+        ig_be_free(*out);
+        *out = NULL;
+    }
     return rc;
 }
