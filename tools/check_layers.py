@@ -14,7 +14,7 @@ is one folder (the top level keeps core/, kernels/, offload/, policies/):
   engine    core/engine/
   app       core/app/      cli/ (the igen program), exp/, eval/
 
-(docs/ARCHITECTURE.md, "The redesign in progress"). An allowed crossing would be listed in KNOWN
+(docs/ARCHITECTURE.md, "The redesign"). An allowed crossing would be listed in KNOWN
 with its reason; none is left. A new crossing, or a listed one that no longer exists (so the list
 is kept true), fails with the file, line and header. The link check beside it: the
 igen_layer_check_<layer> programs of the root CMakeLists.txt.
