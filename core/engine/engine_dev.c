@@ -24,18 +24,11 @@
 #include "core/base/log.h"
 #include "core/engine/engine_internal.h"
 
-typedef struct dev_layer {
-    float *attn_norm_w, *attn_norm_b, *ffn_norm_w, *ffn_norm_b;
-    float *bq, *bk, *bv, *bo, *b_up, *b_down;
-    ig_weight wq, wk, wv, wo, w_gate, w_up, w_down; /* device pointers */
-} dev_layer;
-
 struct ig_dev_engine {
     ig_be *be;   /* the device table: the layers' ops, the policy path's too */
     ig_dtype wt; /* uncompressed weights on the device: f16 (bf16 models: bf16; or f32) */
     int n_layer;
-    dev_layer *layers;
-    ig_layer *views; /* [n_layer]: the layers as ig_layer (device pointers), what the layer reads */
+    ig_layer *views; /* [n_layer]: the uploaded layers (device pointers), what the layer reads */
     ig_weight lm_head;
     float *final_w, *final_b;
     /* activations [max_batch_tokens][...] */
@@ -65,6 +58,15 @@ static ig_status upload_f32(ig_dev_engine *c, float **d, const float *h, size_t 
     if (!h) return IG_OK;
     IG_TRY(alloc_f(c, d, n, err));
     return ig_be_upload(c->be, *d, h, n * sizeof(float), err);
+}
+
+/* A layer's vector (norm, bias) into its view's slot (NULL where the model has none). */
+static ig_status upload_vec(ig_dev_engine *c, const float **d, const float *h, size_t n,
+                            ig_error *err) {
+    float *p = NULL;
+    ig_status rc = upload_f32(c, &p, h, n, err);
+    *d = p; /* also on failure: ig_dev_free releases it */
+    return rc;
 }
 
 /* Uploads a matrix in the device weight type: block-quantized and matching ones as they are, the
@@ -105,8 +107,8 @@ void ig_dev_free(ig_dev_engine *c) {
     if (c->be) {
         ig_error err;
         (void)ig_be_sync(c->be, &err);
-        for (int l = 0; c->layers && l < c->n_layer; l++) {
-            dev_layer *L = &c->layers[l];
+        for (int l = 0; c->views && l < c->n_layer; l++) {
+            const ig_layer *L = &c->views[l];
             const void *v[] = {L->attn_norm_w, L->attn_norm_b, L->ffn_norm_w,  L->ffn_norm_b,
                                L->bq,          L->bk,          L->bv,          L->bo,
                                L->b_up,        L->b_down,      L->wq.data,     L->wk.data,
@@ -136,7 +138,6 @@ void ig_dev_free(ig_dev_engine *c) {
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) release(c, dev[i]);
         ig_be_free(c->be);
     }
-    free(c->layers);
     free(c->views);
     free(c);
 }
@@ -175,11 +176,11 @@ static ig_status create(ig_engine *e, ig_dev_engine *c, ig_error *err) {
     IG_TRY(dalloc(c, &stage, stage_bytes, err));
     ig_status rc = IG_OK;
     c->n_layer = cf->n_layer;
-    c->layers = ig_calloc((size_t)cf->n_layer, sizeof *c->layers, err);
-    if (!c->layers) rc = IG_ERR_NOMEM;
+    c->views = ig_calloc((size_t)cf->n_layer, sizeof *c->views, err);
+    if (!c->views) rc = IG_ERR_NOMEM;
     for (int l = 0; l < cf->n_layer && rc == IG_OK; l++) {
         const ig_layer *L = ig_model_layer(e->model, l);
-        dev_layer *D = &c->layers[l];
+        ig_layer *D = &c->views[l];
         size_t d = (size_t)cf->d_model, f = (size_t)cf->d_ffn;
         size_t qd = (size_t)cf->n_head * (size_t)cf->head_dim;
         size_t kvd = (size_t)cf->n_kv_head * (size_t)cf->head_dim;
@@ -187,16 +188,16 @@ static ig_status create(ig_engine *e, ig_dev_engine *c, ig_error *err) {
         ig_weight *dw[] = {&D->wq, &D->wk, &D->wv, &D->wo, &D->w_gate, &D->w_up, &D->w_down};
         for (size_t i = 0; i < 7 && rc == IG_OK; i++)
             rc = upload_w(c, dw[i], hw[i], stage, stage_bytes, err);
-        if (rc == IG_OK) rc = upload_f32(c, &D->attn_norm_w, L->attn_norm_w, d, err);
-        if (rc == IG_OK) rc = upload_f32(c, &D->attn_norm_b, L->attn_norm_b, d, err);
-        if (rc == IG_OK) rc = upload_f32(c, &D->ffn_norm_w, L->ffn_norm_w, d, err);
-        if (rc == IG_OK) rc = upload_f32(c, &D->ffn_norm_b, L->ffn_norm_b, d, err);
-        if (rc == IG_OK) rc = upload_f32(c, &D->bq, L->bq, qd, err);
-        if (rc == IG_OK) rc = upload_f32(c, &D->bk, L->bk, kvd, err);
-        if (rc == IG_OK) rc = upload_f32(c, &D->bv, L->bv, kvd, err);
-        if (rc == IG_OK) rc = upload_f32(c, &D->bo, L->bo, d, err);
-        if (rc == IG_OK) rc = upload_f32(c, &D->b_up, L->b_up, f, err);
-        if (rc == IG_OK) rc = upload_f32(c, &D->b_down, L->b_down, d, err);
+        if (rc == IG_OK) rc = upload_vec(c, &D->attn_norm_w, L->attn_norm_w, d, err);
+        if (rc == IG_OK) rc = upload_vec(c, &D->attn_norm_b, L->attn_norm_b, d, err);
+        if (rc == IG_OK) rc = upload_vec(c, &D->ffn_norm_w, L->ffn_norm_w, d, err);
+        if (rc == IG_OK) rc = upload_vec(c, &D->ffn_norm_b, L->ffn_norm_b, d, err);
+        if (rc == IG_OK) rc = upload_vec(c, &D->bq, L->bq, qd, err);
+        if (rc == IG_OK) rc = upload_vec(c, &D->bk, L->bk, kvd, err);
+        if (rc == IG_OK) rc = upload_vec(c, &D->bv, L->bv, kvd, err);
+        if (rc == IG_OK) rc = upload_vec(c, &D->bo, L->bo, d, err);
+        if (rc == IG_OK) rc = upload_vec(c, &D->b_up, L->b_up, f, err);
+        if (rc == IG_OK) rc = upload_vec(c, &D->b_down, L->b_down, d, err);
     }
     if (rc == IG_OK) {
         ig_weight lm = ig_model_lm_head(e->model);
@@ -230,28 +231,6 @@ static ig_status create(ig_engine *e, ig_dev_engine *c, ig_error *err) {
         size_t half = (size_t)cf->rot_dim / 2 * (size_t)o->max_ctx;
         IG_TRY(upload_f32(c, &c->rope_cos, e->rope_cos, half, err));
         IG_TRY(upload_f32(c, &c->rope_sin, e->rope_sin, half, err));
-    }
-    c->views = ig_calloc((size_t)cf->n_layer, sizeof *c->views, err);
-    if (!c->views) return IG_ERR_NOMEM;
-    for (int l = 0; l < cf->n_layer; l++) {
-        const dev_layer *D = &c->layers[l];
-        c->views[l] = (ig_layer){.wq = D->wq,
-                                 .wk = D->wk,
-                                 .wv = D->wv,
-                                 .wo = D->wo,
-                                 .w_gate = D->w_gate,
-                                 .w_up = D->w_up,
-                                 .w_down = D->w_down,
-                                 .attn_norm_w = D->attn_norm_w,
-                                 .attn_norm_b = D->attn_norm_b,
-                                 .ffn_norm_w = D->ffn_norm_w,
-                                 .ffn_norm_b = D->ffn_norm_b,
-                                 .bq = D->bq,
-                                 .bk = D->bk,
-                                 .bv = D->bv,
-                                 .bo = D->bo,
-                                 .b_up = D->b_up,
-                                 .b_down = D->b_down};
     }
     if (!o->policy) {
         size_t n = e->slot_floats * (size_t)o->max_seqs * (size_t)cf->n_layer;
