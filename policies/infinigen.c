@@ -1264,11 +1264,8 @@ static const char *ig_budget(const void *st, char *buf, size_t n) {
                       : s->be && s->be != s->own_be ? s->be->caps.name
                                                     : NULL;
     ig_policy_tables_note(buf, n, "partial query, scores, counts and top-n", run, s->dev_selections,
-                          s->own_be != NULL, s->own_selections, s->dev_failed, s->selections);
-    size_t used = strlen(buf);
-    if (s->every_selections && used < n)
-        snprintf(buf + used, n - used, "; every entry in %lld (no table worked)",
-                 s->every_selections);
+                          s->own_be != NULL, s->own_selections, s->dev_failed, s->every_selections,
+                          s->selections);
     return buf;
 }
 

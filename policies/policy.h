@@ -259,8 +259,9 @@ const char *ig_policy_params_describe(const ig_policy_params *p, char *buf, size
  * selections: "; WHAT on the RUN backend in A of TOTAL selections" where the run's table (named
  * run; NULL: none) was used, and "; on the policy's own cpu table in B of TOTAL (why)" where a
  * table of the policy's own (have_own) ran some, or all for want of the run's; run_failed says
- * why. */
+ * why; "; every entry in E (no table worked)" where E > 0 selections fell back to every entry. */
 void ig_policy_tables_note(char *buf, size_t n, const char *what, const char *run, long long on_run,
-                           int have_own, long long on_own, int run_failed, long long total);
+                           int have_own, long long on_own, int run_failed, long long every,
+                           long long total);
 
 #endif

@@ -41,7 +41,7 @@ typedef struct quest_state {
     int own_failed; /* own_be failed too (never expected): every entry selected */
     char failed_name[32];
     /* (sequence, KV head) selections of sparse layers: all, on the run's table, on own_be */
-    long long selections, table_selections, own_selections;
+    long long selections, table_selections, own_selections, every_selections;
     float *kmin_d, *kmax_d; /* device tables: mirrors of kmin, kmax, page_rows */
     int32_t *rows_d;
     int32_t *dirty_lo, *dirty_hi;       /* [Ls][S][G]: pages written since the last upload */
@@ -386,6 +386,7 @@ static void quest_select(void *st, int layer, int n, const int *slots, const flo
         }
     }
     if (ok) return;
+    if (layer >= s->dense_layers) s->every_selections += (long long)n * G;
     for (int i = 0; i < n; i++) /* dense layers (and, never expected, no table that works) */
         for (int g = 0; g < G; g++)
             select_all(&ev[(size_t)i * (size_t)G + (size_t)g],
@@ -414,7 +415,8 @@ static const char *quest_budget(const void *st, char *buf, size_t n) {
                       : s->be && s->be != s->own_be ? s->be->caps.name
                                                     : NULL;
     ig_policy_tables_note(buf, n, "page scores and top pages", run, s->table_selections,
-                          s->own_be != NULL, s->own_selections, s->dev_failed, s->selections);
+                          s->own_be != NULL, s->own_selections, s->dev_failed, s->every_selections,
+                          s->selections);
     return buf;
 }
 

@@ -288,15 +288,20 @@ const char *ig_policy_params_describe(const ig_policy_params *p, char *buf, size
 }
 
 void ig_policy_tables_note(char *buf, size_t n, const char *what, const char *run, long long on_run,
-                           int have_own, long long on_own, int run_failed, long long total) {
+                           int have_own, long long on_own, int run_failed, long long every,
+                           long long total) {
     size_t used = strlen(buf);
     if (run && used < n) {
         snprintf(buf + used, n - used, "; %s on the %s backend in %lld of %lld selections", what,
                  run, on_run, total);
         used = strlen(buf);
     }
-    if (have_own && (on_own || !run) && used < n)
+    if (have_own && (on_own || !run) && used < n) {
         snprintf(buf + used, n - used, "; on the policy's own cpu table in %lld of %lld (%s)",
                  on_own, total,
                  run_failed ? "after the run's table failed" : "the run gave none it could use");
+        used = strlen(buf);
+    }
+    if (every > 0 && used < n)
+        snprintf(buf + used, n - used, "; every entry in %lld (no table worked)", every);
 }
