@@ -306,10 +306,23 @@ ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
     return ig_error_set(err, IG_ERR_UNSUPPORTED, "the CUDA backend is not compiled in");
 }
 ig_status ig_be_cuda_create_sized(int device, const ig_be_sizing *z, ig_be **out, ig_error *err) {
-    (void)z;
+    *out = NULL;
+    IG_TRY(ig_be_sizing_check(z, err));
     return ig_be_cuda_create(device, out, err);
 }
 #endif
+
+ig_status ig_be_sizing_check(const ig_be_sizing *z, ig_error *err) {
+    int wt_ok = z->weight_type == IG_DTYPE_F32 || z->weight_type == IG_DTYPE_F16 ||
+                z->weight_type == IG_DTYPE_BF16;
+    if (!wt_ok || z->max_rows < 1 || z->max_cols < 1)
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "backend sizing: %lld rows x %lld columns of %s (f32, f16 or bf16 "
+                            "weights, at least one row and column)",
+                            (long long)z->max_rows, (long long)z->max_cols,
+                            ig_dtype_name(z->weight_type));
+    return IG_OK;
+}
 
 ig_status ig_be_copy2d(ig_be *be, void *dst, size_t dpitch, const void *src, size_t spitch,
                        size_t width, size_t rows, ig_error *err) {

@@ -190,7 +190,11 @@ typedef struct ig_be_sizing {
     ig_dtype weight_type;
     int compressed;
 } ig_be_sizing;
-/* ig_be_cuda_create with its scratch sized for z (owned by the table, freed with it). */
+/* IG_OK when z can size a table (a weight type of f32, f16 or bf16, at least one row and one
+ * column), IG_ERR_INVALID_ARG naming what is wrong otherwise. */
+ig_status ig_be_sizing_check(const ig_be_sizing *z, ig_error *err);
+/* ig_be_cuda_create with its scratch sized for z (owned by the table, freed with it); z is
+ * checked first (ig_be_sizing_check), before any device is touched. */
 ig_status ig_be_cuda_create_sized(int device, const ig_be_sizing *z, ig_be **out, ig_error *err);
 
 /* IG_OK when a table is usable: its version is this build's and no slot is NULL. */

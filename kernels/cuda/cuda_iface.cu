@@ -385,16 +385,12 @@ extern "C" ig_status ig_be_cuda_create(int device, ig_be **out, ig_error *err) {
 
 extern "C" ig_status ig_be_cuda_create_sized(int device, const ig_be_sizing *z, ig_be **out,
                                              ig_error *err) {
+    *out = NULL;
+    IG_TRY(ig_be_sizing_check(z, err));
     IG_TRY(ig_be_cuda_create(device, out, err));
     cuda_ctx *c = C(*out);
     ig_status rc = IG_OK;
-    int wt_ok = z->weight_type == IG_DTYPE_F32 || z->weight_type == IG_DTYPE_F16 ||
-                z->weight_type == IG_DTYPE_BF16;
-    if (!wt_ok || z->max_rows < 1 || z->max_cols < 1)
-        rc = ig_error_set(
-            err, IG_ERR_INVALID_ARG, "backend cuda: sizing of %lld rows x %lld columns of %s",
-            (long long)z->max_rows, (long long)z->max_cols, ig_dtype_name(z->weight_type));
-    if (rc == IG_OK && z->weight_type != IG_DTYPE_F32) { /* x rounded to the weights' type */
+    if (z->weight_type != IG_DTYPE_F32) { /* x rounded to the weights' type */
         size_t bytes = (size_t)z->max_rows * (size_t)z->max_cols * ig_dtype_size(z->weight_type);
         rc = ig_cuda_malloc(&c->scratch, bytes, err);
         if (rc == IG_OK) {
