@@ -627,6 +627,13 @@ static void test_repeats(void) {
                       1e-9 * mean &&
                   fabs(json_object_get_double(json_object_array_get_idx(v, 1)) - (mean + half)) <
                       1e-9 * mean);
+        /* the prediction interval for another run's median of 3 (Var(median of 3) = 0.448671) */
+        double phalf = 4.3027 * sqrt(ss / 2) * sqrt(1.0 / 3 + 0.448671);
+        CU_ASSERT(json_object_object_get_ex(st, "pi95", &v) &&
+                  fabs(json_object_get_double(json_object_array_get_idx(v, 0)) - (mean - phalf)) <
+                      1e-6 * mean &&
+                  fabs(json_object_get_double(json_object_array_get_idx(v, 1)) - (mean + phalf)) <
+                      1e-6 * mean);
         CU_ASSERT(json_object_object_get_ex(rs.r[i], "machine_state", &v));
     }
     /* the delayed repeat is the slowest by far, and the point is noisy */

@@ -8,8 +8,10 @@ other on an idle machine) and prints Markdown:
     per-round ratios), the fraction of KV rows fetched, prefill time, perplexity, and the modeled
     twin's prediction with predicted / measured;
   - the stability check the issue asks for: is every point's median inside the other run's 95%
-    interval (and inside its min-max), and is the policy ordering by decode throughput at each
-    prompt length the same in both runs;
+    interval, both the confidence interval of the mean (`ci95`) and the prediction interval for
+    another run's median (`pi95`), beside what a machine whose speed holds perfectly still would
+    score on the same check (a seeded simulation: every repeat an independent normal draw), and
+    is the policy ordering by decode throughput at each prompt length the same in both runs;
   - per point, the largest share of a repeat's CPU time stolen by the hypervisor (cpu_steal_frac_max),
     which is what explains a VM's speed changing between repeats or runs.
 
@@ -18,8 +20,15 @@ Nothing is fitted or chosen after looking: every number is read from the records
 """
 import argparse
 import json
+import math
 import os
+import random
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stats"))
+import median_variance  # noqa: E402  (tools/stats/median_variance.py: Var(median of n normals))
+
+T975 = [12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281]
 
 
 def load(d):
@@ -104,6 +113,49 @@ def faster_pairs(meas, P):
     return out
 
 
+def median_vars(nmax):
+    xs, ph, F = median_variance.grid()
+    return [median_variance.median_var(n, xs, ph, F) for n in range(1, nmax + 1)]
+
+
+def steady_machine(points, n, trials=20000, seed=1):
+    """The stability check on a machine whose speed holds perfectly still: two runs of `points`
+    points, n repeats each, every repeat an independent standard normal draw (the check does not
+    depend on the mean or the spread). Per interval kind ("ci", "pi"): the mean number of the
+    2 * points checks missed, the share of pairs of runs with no miss, and the miss count k such
+    that a steady machine misses at most k in at least 95% of pairs; and a function giving the
+    share of pairs with at least k misses."""
+    rng = random.Random(seed)
+    t = T975[n - 2]
+    v = median_vars(n)[n - 1]
+    misses = {"ci": [], "pi": []}
+
+    def run():
+        x = [rng.gauss(0, 1) for _ in range(n)]
+        srt = sorted(x)
+        med = srt[n // 2] if n % 2 else 0.5 * (srt[n // 2 - 1] + srt[n // 2])
+        m = sum(x) / n
+        sd = math.sqrt(sum((y - m) ** 2 for y in x) / (n - 1))
+        return med, m, t * sd / math.sqrt(n), t * sd * math.sqrt(1 / n + v)
+
+    for _ in range(trials):
+        c = {"ci": 0, "pi": 0}
+        for _ in range(points):
+            a, b = run(), run()
+            for (med, _, _, _), (_, m, hc, hp) in ((a, b), (b, a)):
+                c["ci"] += abs(med - m) > hc
+                c["pi"] += abs(med - m) > hp
+        for kind in c:
+            misses[kind].append(c[kind])
+    out = {}
+    for kind, xs in misses.items():
+        xs.sort()
+        out[kind] = {"mean": sum(xs) / trials, "none": xs.count(0) / trials,
+                     "q95": xs[int(0.95 * trials)],
+                     "at_least": (lambda xs: lambda k: sum(1 for y in xs if y >= k) / len(xs))(xs)}
+    return out
+
+
 def contradictions(m1, m2, P):
     """Pairs ordered one way with significance in run 1 and the other way in run 2."""
     f1, f2 = faster_pairs(m1, P), faster_pairs(m2, P)
@@ -139,22 +191,52 @@ def main():
         print("\n".join(run_rows(meas, mod)))
         print()
     print("## Stability: run 1 against run 2\n")
-    print("| prompt | policy | median 1 | CI 2 | in CI 2 | median 2 | CI 1 | in CI 1 |")
-    print("|---|---|---|---|---|---|---|---|")
-    n = ok = 0
+    print("CI: the 95% confidence interval of the mean (`ci95`, the error bars); PI: the 95%")
+    print("prediction interval for another run's median (`pi95`, docs/config.md).\n")
+    print("| prompt | policy | median 1 | CI 2 | in | PI 2 | in | median 2 | CI 1 | in | PI 1 | in |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    n = 0
+    ok = {"ci": 0, "pi": 0}
+    reps = None
     (m1, _), (m2, _) = runs
     for k in sorted(set(m1) & set(m2)):
         a1, a2 = m1[k]["metrics"], m2[k]["metrics"]
         v1, v2 = a1["decode_throughput_tok_s"], a2["decode_throughput_tok_s"]
-        c1 = a1.get("decode_throughput_tok_s_stats", {}).get("ci95", [v1, v1])
-        c2 = a2.get("decode_throughput_tok_s_stats", {}).get("ci95", [v2, v2])
-        i2 = c2[0] <= v1 <= c2[1]
-        i1 = c1[0] <= v2 <= c1[1]
+        s1 = a1.get("decode_throughput_tok_s_stats", {})
+        s2 = a2.get("decode_throughput_tok_s_stats", {})
+        reps = s1.get("n", reps)
+        c1, c2 = s1.get("ci95", [v1, v1]), s2.get("ci95", [v2, v2])
+        p1, p2 = s1.get("pi95"), s2.get("pi95")
+        if p1 is None or p2 is None:
+            sys.exit(f"{k}: the records have no pi95 (made before igen wrote it): rerun the quickstart")
+        row = [f"{k[0]}", k[1], f"{v1:.1f}"]
+        for iv, x in ((c2, v1), (p2, v1)):
+            inside = iv[0] <= x <= iv[1]
+            row += [f"{iv[0]:.1f}-{iv[1]:.1f}", "yes" if inside else "NO"]
+        row.append(f"{v2:.1f}")
+        for iv, x in ((c1, v2), (p1, v2)):
+            inside = iv[0] <= x <= iv[1]
+            row += [f"{iv[0]:.1f}-{iv[1]:.1f}", "yes" if inside else "NO"]
+        ok["ci"] += (c2[0] <= v1 <= c2[1]) + (c1[0] <= v2 <= c1[1])
+        ok["pi"] += (p2[0] <= v1 <= p2[1]) + (p1[0] <= v2 <= p1[1])
         n += 2
-        ok += i1 + i2
-        print(f"| {k[0]} | {k[1]} | {v1:.1f} | {c2[0]:.1f}-{c2[1]:.1f} | {'yes' if i2 else 'NO'} | "
-              f"{v2:.1f} | {c1[0]:.1f}-{c1[1]:.1f} | {'yes' if i1 else 'NO'} |")
-    print(f"\nMedians inside the other run's 95% interval: {ok} of {n}.\n")
+        print("| " + " | ".join(row) + " |")
+    print()
+    if reps and reps >= 2:
+        sm = steady_machine(n // 2, reps)
+        print(f"The same check on a machine whose speed holds perfectly still ({n // 2} points, {reps} "
+              "repeats, every repeat an")
+        print("independent normal draw; 20000 simulated pairs of runs, seed 1, "
+              "`steady_machine` in this script):\n")
+        print(f"| interval | medians inside, observed | misses, observed | misses, steady machine: "
+              f"mean | 95% of steady pairs miss at most | steady pairs with no miss | "
+              f"steady pairs missing at least as many as observed |")
+        print("|---|---|---|---|---|---|---|")
+        for kind, name in (("ci", "CI of the mean"), ("pi", "PI of another run's median")):
+            st, miss = sm[kind], n - ok[kind]
+            print(f"| {name} | {ok[kind]} of {n} | {miss} | {st['mean']:.1f} | {st['q95']} | "
+                  f"{100 * st['none']:.0f}% | {100 * st['at_least'](miss):.1f}% |")
+        print()
     print("| prompt | ordering, run 1 (fastest first) | ordering, run 2 | same |")
     print("|---|---|---|---|")
     for P in sorted({k[0] for k in m1}):

@@ -153,6 +153,10 @@ static json_object *stats_json(const ig_stats *s) {
     json_object_array_add(ci, json_object_new_double(s->ci95_lo));
     json_object_array_add(ci, json_object_new_double(s->ci95_hi));
     json_object_object_add(o, "ci95", ci);
+    json_object *pi = json_object_new_array();
+    json_object_array_add(pi, json_object_new_double(s->pi95_lo));
+    json_object_array_add(pi, json_object_new_double(s->pi95_hi));
+    json_object_object_add(o, "pi95", pi);
     json_object_object_add(o, "spread", json_object_new_double(s->spread));
     return o;
 }

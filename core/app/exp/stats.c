@@ -21,6 +21,19 @@ double ig_stats_t975(int df) {
     return 1.9600;
 }
 
+/* Var(median of n standard normal samples), n = 1 .. 30: tools/stats/median_variance.py */
+static const double k_median_var[30] = {1.000000, 0.500000, 0.448671, 0.298200, 0.286834, 0.214743,
+                                        0.210447, 0.168181, 0.166101, 0.138327, 0.137162, 0.117517,
+                                        0.116799, 0.102168, 0.101695, 0.090376, 0.090047, 0.081029,
+                                        0.080791, 0.073438, 0.073260, 0.067149, 0.067012, 0.061853,
+                                        0.061746, 0.057333, 0.057247, 0.053429, 0.053359, 0.050023};
+
+double ig_stats_median_var(int n) {
+    if (n < 1) return NAN;
+    if (n <= 30) return k_median_var[n - 1];
+    return 3.14159265358979323846 / (2.0 * n);
+}
+
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -38,7 +51,7 @@ void ig_stats_summarize(const double *x, int n, ig_stats *out) {
             if (x[i] < out->min) out->min = x[i];
             if (x[i] > out->max) out->max = x[i];
         }
-        out->median = out->ci95_lo = out->ci95_hi = out->mean;
+        out->median = out->ci95_lo = out->ci95_hi = out->pi95_lo = out->pi95_hi = out->mean;
         return;
     }
     memcpy(s, x, (size_t)n * sizeof *s);
@@ -55,6 +68,9 @@ void ig_stats_summarize(const double *x, int n, ig_stats *out) {
     double h = n > 1 ? ig_stats_t975(n - 1) * out->sd / sqrt((double)n) : 0;
     out->ci95_lo = out->mean - h;
     out->ci95_hi = out->mean + h;
+    double hp = n > 1 ? ig_stats_t975(n - 1) * out->sd * sqrt(1.0 / n + ig_stats_median_var(n)) : 0;
+    out->pi95_lo = out->mean - hp;
+    out->pi95_hi = out->mean + hp;
     out->spread = out->median != 0 ? (out->max - out->min) / fabs(out->median) : 0;
     if (s != small) free(s);
 }
