@@ -237,6 +237,40 @@ def main():
             print(f"| {name} | {ok[kind]} of {n} | {miss} | {st['mean']:.1f} | {st['q95']} | "
                   f"{100 * st['none']:.0f}% | {100 * st['at_least'](miss):.1f}% |")
         print()
+    # the speedups over the baseline, computed round by round within a run (both policies of a
+    # round run back to back): what a paper reports, and what drift between runs cancels from
+    sp_rows, sp_n, sp_ok = [], 0, {"ci": 0, "pi": 0}
+    for k in sorted(set(m1) & set(m2)):
+        s1 = m1[k]["metrics"].get("speedup", {})
+        s2 = m2[k]["metrics"].get("speedup", {})
+        if s1.get("baseline_point") is None or k[1] == s1.get("baseline"):
+            continue
+        d1, d2 = s1.get("decode_throughput_tok_s", {}), s2.get("decode_throughput_tok_s", {})
+        if "pi95" not in d1 or "pi95" not in d2:
+            continue
+        v1, v2 = d1["median"], d2["median"]
+        row = [f"{k[0]}", k[1], f"{v1:.3f}"]
+        for iv, x in ((d2["ci95"], v1), (d2["pi95"], v1)):
+            row += [f"{iv[0]:.3f}-{iv[1]:.3f}", "yes" if iv[0] <= x <= iv[1] else "NO"]
+        row.append(f"{v2:.3f}")
+        for iv, x in ((d1["ci95"], v2), (d1["pi95"], v2)):
+            row += [f"{iv[0]:.3f}-{iv[1]:.3f}", "yes" if iv[0] <= x <= iv[1] else "NO"]
+        sp_ok["ci"] += (d2["ci95"][0] <= v1 <= d2["ci95"][1]) + (d1["ci95"][0] <= v2 <= d1["ci95"][1])
+        sp_ok["pi"] += (d2["pi95"][0] <= v1 <= d2["pi95"][1]) + (d1["pi95"][0] <= v2 <= d1["pi95"][1])
+        sp_n += 2
+        sp_rows.append("| " + " | ".join(row) + " |")
+    if sp_rows:
+        base = next(iter(m1.values()))["metrics"].get("speedup", {}).get("baseline", "?")
+        print(f"The speedups over {base} (per round, median of the rounds), the same check:\n")
+        print("| prompt | policy | speedup 1 | CI 2 | in | PI 2 | in | speedup 2 | CI 1 | in | PI 1 | in |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(sp_rows))
+        print()
+        if reps and reps >= 2:
+            sm = steady_machine(sp_n // 2, reps)
+            print(f"Speedups inside the other run's interval: CI {sp_ok['ci']} of {sp_n} (a steady machine "
+                  f"misses {sm['ci']['mean']:.1f} on average, at most {sm['ci']['q95']} in 95% of pairs), PI "
+                  f"{sp_ok['pi']} of {sp_n} ({sm['pi']['mean']:.1f}, at most {sm['pi']['q95']}).\n")
     print("| prompt | ordering, run 1 (fastest first) | ordering, run 2 | same |")
     print("|---|---|---|---|")
     for P in sorted({k[0] for k in m1}):

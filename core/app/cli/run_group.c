@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -370,6 +371,16 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
     int R = ms[0].pt.repeat > 0 ? ms[0].pt.repeat : 1;
     int timed = timed_metrics(&ms[0].pt);
     json_object *state_before = machine_state(ms[0].pt.threads);
+    /* threads that sleep between parallel regions pay a wake-up in each of the ~150 regions of a
+     * decode step: on a 2-core VM the quickstart's decode ran 40% slower that way (docs/config.md)
+     */
+    static int warned_passive;
+    const char *wp = getenv("OMP_WAIT_POLICY");
+    if (timed && !warned_passive && wp && !strcasecmp(wp, "passive")) {
+        warned_passive = 1;
+        IG_WARN("OMP_WAIT_POLICY=passive: OpenMP threads sleep between parallel regions, which "
+                "slows decoding (recorded in machine_state; unset it for timings to publish)");
+    }
     for (int i = 0; i < n; i++) {
         ms[i].reps = calloc((size_t)R, sizeof *ms[i].reps);
         if (!ms[i].reps && !ms[i].failed) {
