@@ -372,7 +372,7 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
     int timed = timed_metrics(&ms[0].pt);
     json_object *state_before = machine_state(ms[0].pt.threads);
     /* threads that sleep between parallel regions pay a wake-up in each of the ~150 regions of a
-     * decode step: on a 2-core VM the quickstart's decode ran 40% slower that way (docs/config.md)
+     * decode step: on a 2-core VM the quickstart's decode ran at 0.58x that way (docs/config.md)
      */
     static int warned_passive;
     const char *wp = getenv("OMP_WAIT_POLICY");
