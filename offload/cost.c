@@ -6,7 +6,35 @@
 #include <stdio.h>
 #include <string.h>
 
+void ig_cost_kernel_shape(const ig_model_config *c, char *buf, size_t n) {
+    snprintf(buf, n, "%d,%d,%d", c->n_head, c->n_kv_head, c->head_dim);
+}
+
+void ig_cost_kernel_rates_desc(const ig_hwprof *p, const ig_model_config *model, int taken,
+                               char *buf, size_t n) {
+    char want[64] = "";
+    if (model) ig_cost_kernel_shape(model, want, sizeof want);
+    if (taken)
+        snprintf(buf, n,
+                 "measured at shape %s (heads,KV heads,dims): attention %.3g GB/s (f32 rows), "
+                 "%.3g GB/s (4-bit rows), %.3g GB/s (scattered f32 rows), selection %.3g GB/s",
+                 p->device.kernel_shape, p->device.attn_gbps, p->device.attn_int4_gbps,
+                 p->device.attn_sparse_gbps, p->device.select_gbps);
+    else if (p->device.attn_gbps > 0 || p->device.attn_int4_gbps > 0 ||
+             p->device.attn_sparse_gbps > 0 || p->device.select_gbps > 0)
+        snprintf(buf, n,
+                 "none: the profile's kernel rates were measured at shape %s, this model's is %s; "
+                 "KV and partial-key bytes at memory bandwidth",
+                 p->device.kernel_shape[0] ? p->device.kernel_shape : "(not given)", want);
+    else
+        snprintf(buf, n, "none in the profile: KV and partial-key bytes at memory bandwidth");
+}
+
 void ig_cost_hw_from_profile(const ig_hwprof *p, ig_cost_hw *hw) {
+    ig_cost_hw_from_profile_for(p, NULL, hw);
+}
+
+int ig_cost_hw_from_profile_for(const ig_hwprof *p, const ig_model_config *model, ig_cost_hw *hw) {
     memset(hw, 0, sizeof *hw);
     hw->gemm_flops = p->device.gemm_tflops * 1e12;
     hw->gemm_flops_decode =
@@ -22,6 +50,19 @@ void ig_cost_hw_from_profile(const ig_hwprof *p, ig_cost_hw *hw) {
         hw->disk_read_bw = p->disk.read_gbps * 1e9;
         hw->disk_write_bw = p->disk.write_gbps * 1e9;
     }
+    int has = p->device.attn_gbps > 0 || p->device.attn_int4_gbps > 0 ||
+              p->device.attn_sparse_gbps > 0 || p->device.select_gbps > 0;
+    if (has && model) {
+        char want[64];
+        ig_cost_kernel_shape(model, want, sizeof want);
+        if (strcmp(want, p->device.kernel_shape)) has = 0;
+    }
+    if (!has) return 0;
+    hw->attn_bw = p->device.attn_gbps * 1e9;
+    hw->attn_enc_bw = p->device.attn_int4_gbps * 1e9;
+    hw->attn_sparse_bw = p->device.attn_sparse_gbps * 1e9;
+    hw->select_bw = p->device.select_gbps * 1e9;
+    return 1;
 }
 
 const char *ig_cost_activity_name(ig_cost_activity a) {
@@ -39,6 +80,17 @@ static double div0(double a, double b) {
     return a > 0 ? a / b : 0;
 }
 
+/* Decode attention on the device: the KV bytes it reads at memory bandwidth, or, where the
+ * profile measured the attention kernel, the rows at its rate when that is slower. */
+static double attn_s(const ig_cost_traffic *tr, const ig_cost_hw *hw) {
+    double t = div0(tr->attn_dev_bytes, hw->dev_bw);
+    double rate = tr->attn_enc      ? hw->attn_enc_bw
+                  : tr->attn_sparse ? (hw->attn_sparse_bw > 0 ? hw->attn_sparse_bw : hw->attn_bw)
+                                    : hw->attn_bw;
+    double k = rate > 0 ? div0(tr->attn_dev_f32, rate) : 0;
+    return k > t ? k : t;
+}
+
 void ig_cost_times_of(const ig_cost_traffic *tr, int decode, const ig_cost_hw *hw, int overlap,
                       ig_cost_times *out) {
     out->t[IG_COST_H2D] = ig_cost_transfer_s(tr->h2d_bytes, hw->h2d_bw, hw->h2d_lat);
@@ -49,9 +101,11 @@ void ig_cost_times_of(const ig_cost_traffic *tr, int decode, const ig_cost_hw *h
     /* matmuls: a roofline, FLOPs at the measured rate or the weights read at memory bandwidth */
     double mm = div0(tr->gemm_flops, rate), mb = div0(tr->gemm_bytes, hw->dev_bw);
     out->t[IG_COST_COMPUTE] =
-        (mm > mb ? mm : mb) + div0(tr->attn_flops, hw->gemm_flops) +
-        div0(tr->attn_dev_bytes, hw->dev_bw) + div0(tr->attn_host_bytes, hw->host_bw) +
-        div0(tr->spec_dev_bytes, hw->dev_bw) + div0(tr->spec_flops, hw->gemm_flops_decode);
+        (mm > mb ? mm : mb) + div0(tr->attn_flops, hw->gemm_flops) + attn_s(tr, hw) +
+        div0(tr->attn_host_bytes, hw->host_bw) +
+        div0(tr->spec_dev_bytes,
+             hw->select_bw > 0 && hw->select_bw < hw->dev_bw ? hw->select_bw : hw->dev_bw) +
+        div0(tr->spec_flops, hw->gemm_flops_decode);
     double s = 0, mx = 0;
     for (int i = 0; i < IG_COST_ACTIVITY_COUNT; i++) {
         s += out->t[i];
@@ -133,10 +187,16 @@ void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_
         tr->h2d_bytes += nh * qdim * actb;
     }
     tr->attn_dev_bytes = (nd + nk + (cc ? 0 : nh)) * fetch_rows * kvr;
+    tr->attn_dev_f32 =
+        (nd + nk + (cc ? 0 : nh)) * fetch_rows * 2.0 * c->n_kv_head * c->head_dim * 4;
+    tr->attn_enc = o->kv_dtype == IG_PLAN_INT4 || o->kv_dtype == IG_PLAN_INT8;
+    tr->attn_sparse = ig_cost_fetch_fraction(o, ctx) < o->kv_keep_fraction - 1e-9;
     tr->attn_host_bytes = cc ? nh * fetch_rows * kvr : 0;
     if (io->partial_row_bytes && o->partial_ratio > 0) {
         tr->spec_dev_bytes = B * ctx * (double)io->partial_row_bytes;
-        tr->spec_flops = 2 * B * (double)io->partial_w_bytes / 2;
+        /* igen's speculation projects the full query of the next layer (its W_q, d_model x
+         * n_head x head_dim) before taking the partial columns */
+        tr->spec_flops = 2 * B * d * qdim;
     }
 }
 

@@ -18,9 +18,26 @@ typedef struct ig_cost_hw {
     double h2d_bw, d2h_bw;
     double h2d_lat, d2h_lat;
     double disk_read_bw, disk_write_bw; /* 0: no disk */
+    /* measured rates of the device's decode kernels (hwprof attn_gbps, attn_int4_gbps,
+     * select_gbps); 0: not measured, the bytes go at dev_bw */
+    double attn_bw;        /* attention over f32 rows, f32-equivalent KV bytes/s */
+    double attn_enc_bw;    /* attention over group-wise codes decoded in the kernel, same unit */
+    double attn_sparse_bw; /* attention over a scattered selection of f32 rows, same unit */
+    double select_bw;      /* a speculating policy's selection, partial key bytes/s */
 } ig_cost_hw;
 
+/* The rates of a profile. The kernel rates are taken only when the profile's kernel_shape is the
+ * attention shape of `model` ("n_head,n_kv_head,head_dim"; model NULL: taken as they are); returns
+ * 1 when they were taken, 0 when the profile has none or they were measured at another shape. */
+int ig_cost_hw_from_profile_for(const ig_hwprof *p, const ig_model_config *model, ig_cost_hw *hw);
+/* ig_cost_hw_from_profile_for(p, NULL, hw). */
 void ig_cost_hw_from_profile(const ig_hwprof *p, ig_cost_hw *hw);
+/* In words, for records: which kernel rates the cost model used (`taken`: the return of
+ * ig_cost_hw_from_profile_for for the same profile and model). */
+void ig_cost_kernel_rates_desc(const ig_hwprof *p, const ig_model_config *model, int taken,
+                               char *buf, size_t n);
+/* The kernel_shape string of a model's attention: "n_head,n_kv_head,head_dim". */
+void ig_cost_kernel_shape(const ig_model_config *model, char *buf, size_t n);
 
 typedef enum ig_cost_activity {
     IG_COST_H2D = 0,   /* device <- host */
@@ -39,6 +56,9 @@ typedef struct ig_cost_traffic {
     double gemm_bytes;      /* weight bytes those matmuls read from device memory (roofline) */
     double attn_flops;      /* prefill attention (matmul-like) on the device */
     double attn_dev_bytes;  /* decode attention: KV bytes the device reads */
+    double attn_dev_f32;    /* the same rows as f32 (2 x n_kv_head x head_dim x 4 per row) */
+    int attn_enc;           /* those rows are group-wise codes decoded by the kernel */
+    int attn_sparse;        /* a selection scattered among the kept rows (fetch < keep) */
     double attn_host_bytes; /* decode attention on the CPU (cpu_cache_compute) */
     double spec_dev_bytes;  /* speculation: partial key cache bytes read on the device */
     double spec_flops;      /* speculation: partial query matmul */

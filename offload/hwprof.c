@@ -52,6 +52,11 @@ static const ig_yfield device_fields[] = {
     F_NUM("gemm_tflops_decode", ig_hwprof, device.gemm_tflops_decode, 0, POS),
     F_NUM("mem_bandwidth_gbps", ig_hwprof, device.mem_bandwidth_gbps, 1, POS),
     F_INT("numa_node", ig_hwprof, device.numa_node, 0, 0, 4095),
+    F_NUM("attn_gbps", ig_hwprof, device.attn_gbps, 0, POS),
+    F_NUM("attn_int4_gbps", ig_hwprof, device.attn_int4_gbps, 0, POS),
+    F_NUM("attn_sparse_gbps", ig_hwprof, device.attn_sparse_gbps, 0, POS),
+    F_NUM("select_gbps", ig_hwprof, device.select_gbps, 0, POS),
+    F_STR("kernel_shape", ig_hwprof, device.kernel_shape, 0),
     F_END,
 };
 
@@ -217,6 +222,12 @@ ig_status ig_hwprof_save(const ig_hwprof *p, const char *path, const char *comme
     put_num(f, "  ", "gemm_tflops_decode", p->device.gemm_tflops_decode);
     put_num(f, "  ", "mem_bandwidth_gbps", p->device.mem_bandwidth_gbps);
     if (p->device.numa_node >= 0) fprintf(f, "  numa_node: %d\n", p->device.numa_node);
+    if (p->device.attn_gbps > 0) put_num(f, "  ", "attn_gbps", p->device.attn_gbps);
+    if (p->device.attn_int4_gbps > 0) put_num(f, "  ", "attn_int4_gbps", p->device.attn_int4_gbps);
+    if (p->device.attn_sparse_gbps > 0)
+        put_num(f, "  ", "attn_sparse_gbps", p->device.attn_sparse_gbps);
+    if (p->device.select_gbps > 0) put_num(f, "  ", "select_gbps", p->device.select_gbps);
+    if (p->device.kernel_shape[0]) put_str(f, "  ", "kernel_shape", p->device.kernel_shape);
     fprintf(f, "host:\n");
     put_num(f, "  ", "memory_gib", p->host.memory_gib);
     if (p->host.n_numa > 0) {

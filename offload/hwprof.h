@@ -32,6 +32,17 @@ typedef struct ig_hwprof {
         double gemm_tflops_decode; /* small-M matmul (decode) */
         double mem_bandwidth_gbps;
         int numa_node; /* OS index of the NUMA node the device hangs off; -1: the first node */
+        /* Optional rates of the decode kernels a KV policy's step runs, measured with igen's own
+         * kernels at one model's attention shape (kernel_shape, free text); 0 when absent, and the
+         * cost model then prices those bytes at mem_bandwidth_gbps (a GPU kernel's usual bound).
+         * attn_gbps: decode attention over f32 KV rows, GB/s of f32-equivalent KV (2 x hd x 4
+         * bytes per KV head and row); attn_int4_gbps: the same over 4-bit rows decoded inside the
+         * kernel, in the same f32-equivalent unit; attn_sparse_gbps: f32 rows of a scattered
+         * selection (one in five, as a speculating policy reads them); select_gbps: a speculating
+         * policy's selection (partial scores, threshold counts, top entries), GB/s of partial keys.
+         */
+        double attn_gbps, attn_int4_gbps, attn_sparse_gbps, select_gbps;
+        char kernel_shape[IG_HWPROF_NAME_MAX];
     } device;
     struct {
         double memory_gib;

@@ -1486,6 +1486,22 @@ static void test_measure(void) {
     CU_ASSERT(bw > 0.1 && bw < 1e5);
     CU_ASSERT(cp > 0.1 && cp < 1e5);
     CU_ASSERT(gf > 0.01 && gf < 1e6);
+    /* the decode kernels at a small GQA shape; a shape they cannot run gives 0, never a rate */
+    double a32 = ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 1, 0, 3);
+    double a4 = ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 1, 4, 3);
+    double sel = ig_cpu_measure_select_gbps(4, 2, 7, 4, 300, 0.2, 3);
+    CU_ASSERT(a32 > 0.01 && a32 < 1e5);
+    CU_ASSERT(a4 > 0.01 && a4 < 1e5);
+    double asp = ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 5, 0, 3);
+    CU_ASSERT(asp > 0.01 && asp < 1e5);
+    CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 301, 0, 1), 0.0); /* stride */
+    CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 0, 0, 1), 0.0);
+    CU_ASSERT(sel > 0.001 && sel < 1e5);
+    CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 3, 32, 4, 300, 1, 0, 1), 0.0); /* 4 % 3 */
+    CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 1, 3, 1), 0.0); /* 3-bit */
+    CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 96, 4, 300, 1, 4, 1), 0.0); /* 96 % 64 */
+    CU_ASSERT_EQUAL(ig_cpu_measure_select_gbps(34, 2, 7, 4, 300, 0.2, 1), 0.0); /* 17 per group */
+    CU_ASSERT_EQUAL(ig_cpu_measure_select_gbps(4, 2, 7, 4, 300, 0.0, 1), 0.0);
 }
 
 void ig_test_register(void) {

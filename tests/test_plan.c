@@ -39,7 +39,12 @@ static int prof_equal(const ig_hwprof *a, const ig_hwprof *b) {
         a->link.h2d_latency_us == b->link.h2d_latency_us &&
         a->link.d2h_latency_us == b->link.d2h_latency_us && a->has_disk == b->has_disk &&
         a->disk.read_gbps == b->disk.read_gbps && a->disk.write_gbps == b->disk.write_gbps &&
-        a->disk.capacity_gib == b->disk.capacity_gib;
+        a->disk.capacity_gib == b->disk.capacity_gib &&
+        a->device.attn_gbps == b->device.attn_gbps &&
+        a->device.attn_int4_gbps == b->device.attn_int4_gbps &&
+        a->device.attn_sparse_gbps == b->device.attn_sparse_gbps &&
+        a->device.select_gbps == b->device.select_gbps &&
+        !strcmp(a->device.kernel_shape, b->device.kernel_shape);
     for (int i = 0; ok && i < a->host.n_numa; i++)
         ok = a->host.numa[i].os_index == b->host.numa[i].os_index &&
              a->host.numa[i].memory_gib == b->host.numa[i].memory_gib;
@@ -80,6 +85,11 @@ static void test_profile_roundtrip(void) {
     c.link.d2h_gbps = 5;
     c.link.h2d_latency_us = 0;
     c.link.d2h_latency_us = 1e-3;
+    c.device.attn_gbps = 17.0 / 3;
+    c.device.attn_int4_gbps = 1e-3;
+    c.device.attn_sparse_gbps = 2.5;
+    c.device.select_gbps = 9.25;
+    snprintf(c.device.kernel_shape, sizeof c.device.kernel_shape, "9,3,64");
     char path[4200];
     snprintf(path, sizeof path, "%s/rt-odd.yaml", ig_test_tmpdir());
     CU_ASSERT_EQUAL(ig_hwprof_save(&c, path, NULL, &err), IG_OK);
@@ -117,6 +127,8 @@ static void test_profile_roundtrip(void) {
     CU_ASSERT_EQUAL(b.host.n_numa, 1);
     CU_ASSERT_EQUAL(b.host.numa[0].memory_gib, 64);
     CU_ASSERT_EQUAL(b.has_disk, 0);
+    CU_ASSERT(b.device.attn_gbps == 0 && b.device.attn_int4_gbps == 0 && b.device.select_gbps == 0);
+    CU_ASSERT_STRING_EQUAL(b.device.kernel_shape, "");
     ig_machine m;
     ig_hwprof_to_machine(&b, &m);
     CU_ASSERT_EQUAL(m.device_bytes, (size_t)16 << 30);
@@ -523,6 +535,35 @@ static void test_cost_by_hand(void) {
     ig_cost_times_of(&tr, 1, &hw, 1, &t);
     IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 0.1 + 0.01 + 0.1, 1e-12);
     CU_ASSERT_EQUAL(ig_cost_transfer_s(0, 1e9, 5), 0);
+    /* measured decode-kernel rates: attention priced at the slower of memory bandwidth over the
+     * bytes read and the kernel's rate over the rows as f32; encoded rows at their own rate; the
+     * selection's partial keys at its rate where slower than memory */
+    ig_cost_hw hk = hw;
+    hk.attn_bw = 5e9;
+    hk.attn_enc_bw = 2e9;
+    hk.select_bw = 1e9;
+    tr = (ig_cost_traffic){.attn_dev_bytes = 1e9, .attn_dev_f32 = 1e9, .spec_dev_bytes = 1e8};
+    ig_cost_times_of(&tr, 1, &hk, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 5e9 + 1e8 / 1e9, 1e-12);
+    ig_cost_times_of(&tr, 1, &hw, 1, &t); /* no kernel rates: memory bandwidth */
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 100e9 + 1e8 / 100e9, 1e-12);
+    tr = (ig_cost_traffic){.attn_dev_bytes = 0.25e9, .attn_dev_f32 = 2e9, .attn_enc = 1};
+    ig_cost_times_of(&tr, 1, &hk, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 2e9 / 2e9, 1e-12);
+    tr = (ig_cost_traffic){.attn_dev_bytes = 1e9, .attn_dev_f32 = 1e9, .attn_sparse = 1};
+    ig_cost_times_of(&tr, 1, &hk, 1, &t); /* no scattered rate measured: the f32 one */
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 5e9, 1e-12);
+    hk.attn_sparse_bw = 4e9;
+    ig_cost_times_of(&tr, 1, &hk, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 4e9, 1e-12);
+    hk.attn_bw = 1e12; /* a kernel faster than memory: the bytes bound it */
+    tr = (ig_cost_traffic){.attn_dev_bytes = 1e9, .attn_dev_f32 = 1e9};
+    ig_cost_times_of(&tr, 1, &hk, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 100e9, 1e-12);
+    hk.select_bw = 1e12;
+    tr = (ig_cost_traffic){.spec_dev_bytes = 1e9};
+    ig_cost_times_of(&tr, 1, &hk, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 100e9, 1e-12);
 
     /* through a plan: a one-layer model, weights and KV on the host, checked term by term */
     ig_plan_opts o;
@@ -557,6 +598,9 @@ static void test_cost_by_hand(void) {
     IG_ASSERT_NEAR(tr.h2d_bytes, (double)w + 8 * 52.5 * 128, 1e-6);
     IG_ASSERT_NEAR(tr.d2h_bytes, 8 * 128, 1e-9); /* one new row per sequence */
     IG_ASSERT_NEAR(tr.attn_dev_bytes, 8 * 52.5 * 128, 1e-6);
+    /* the same rows as f32: K and V of one KV head of 32 dims, 4 bytes each */
+    IG_ASSERT_NEAR(tr.attn_dev_f32, 8 * 52.5 * (2 * 32 * 4), 1e-6);
+    CU_ASSERT_EQUAL(tr.attn_enc, 0);
     IG_ASSERT_NEAR(tr.gemm_bytes, 2.0 * w, 1e-9); /* read once per GPU batch */
     ig_cost_layer_traffic(p, 0, 0, 100, &tr);
     IG_ASSERT_NEAR(tr.d2h_bytes, 8 * 100 * 128, 1e-9); /* the prompt's rows stored */
@@ -583,6 +627,88 @@ static void test_cost_by_hand(void) {
     IG_ASSERT_NEAR(r.throughput, 8 * 11 / want, 1e-9);
     IG_ASSERT_NEAR(r.decode_step_s, r.decode_s / 10, 1e-15);
     ig_plan_free(p);
+}
+
+/* The decode-kernel rates of a profile: taken only for a model of the shape they were measured
+ * at, said so in words; a speculating policy's query and an encoded KV format in a plan's traffic.
+ */
+static void test_kernel_rates(void) {
+    static ig_hwprof p;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_hwprof_open("a6000-pcie3", &p, &err), IG_OK);
+    ig_model_config c = {.n_head = 9, .n_kv_head = 3, .head_dim = 64};
+    ig_cost_hw hw;
+    char buf[512];
+    CU_ASSERT_EQUAL(ig_cost_hw_from_profile_for(&p, &c, &hw), 0); /* the profile has none */
+    CU_ASSERT(hw.attn_bw == 0 && hw.attn_enc_bw == 0 && hw.select_bw == 0);
+    ig_cost_kernel_rates_desc(&p, &c, 0, buf, sizeof buf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "none in the profile"));
+    p.device.attn_gbps = 17;
+    p.device.attn_int4_gbps = 15;
+    p.device.attn_sparse_gbps = 9;
+    p.device.select_gbps = 5;
+    snprintf(p.device.kernel_shape, sizeof p.device.kernel_shape, "9,3,64");
+    CU_ASSERT_EQUAL(ig_cost_hw_from_profile_for(&p, &c, &hw), 1);
+    IG_ASSERT_NEAR(hw.attn_bw, 17e9, 1e-3);
+    IG_ASSERT_NEAR(hw.attn_enc_bw, 15e9, 1e-3);
+    IG_ASSERT_NEAR(hw.attn_sparse_bw, 9e9, 1e-3);
+    IG_ASSERT_NEAR(hw.select_bw, 5e9, 1e-3);
+    ig_cost_kernel_rates_desc(&p, &c, 1, buf, sizeof buf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "measured at shape 9,3,64"));
+    c.n_kv_head = 9; /* another shape: memory bandwidth, and the record says why */
+    CU_ASSERT_EQUAL(ig_cost_hw_from_profile_for(&p, &c, &hw), 0);
+    CU_ASSERT(hw.attn_bw == 0 && hw.select_bw == 0 && hw.dev_bw > 0);
+    ig_cost_kernel_rates_desc(&p, &c, 0, buf, sizeof buf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "measured at shape 9,3,64, this model's is 9,9,64"));
+    CU_ASSERT_EQUAL(ig_cost_hw_from_profile_for(&p, NULL, &hw), 1); /* no model: as they are */
+    ig_cost_kernel_shape(&c, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "9,9,64");
+
+    /* a plan: speculation projects the next layer's full query (2 x batch x d_model x n_head x
+     * head_dim FLOPs); 4-bit KV rows are marked encoded, their f32 equivalent counted */
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = (ig_model_config){.arch = IG_ARCH_LLAMA,
+                                .n_layer = 1,
+                                .d_model = 64,
+                                .n_head = 2,
+                                .n_kv_head = 1,
+                                .head_dim = 32,
+                                .d_ffn = 128,
+                                .vocab = 100,
+                                .max_pos = 1024,
+                                .tied_embeddings = 1};
+    o.wl = (ig_workload){100, 11, 4, 2};
+    o.pct = (ig_plan_percent){100, 0, 0, 100, 100, 0};
+    o.partial_ratio = 0.25;
+    o.kv_dtype = IG_PLAN_INT4;
+    ig_machine m = {.device_bytes = (size_t)1 << 30, .n_numa = 1, .numa_bytes = {(size_t)1 << 30}};
+    ig_plan *pl = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &pl, &err), IG_OK);
+    ig_cost_traffic tr;
+    ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
+    IG_ASSERT_NEAR(tr.spec_flops, 2.0 * 8 * 64 * (2 * 32), 1e-9);
+    /* partial keys: 8 columns of 32 in f16, one KV head, every cached token of 8 sequences */
+    IG_ASSERT_NEAR(tr.spec_dev_bytes, 8.0 * 200 * 8 * 2, 1e-9);
+    CU_ASSERT_EQUAL(tr.attn_enc, 1);
+    IG_ASSERT_NEAR(tr.attn_dev_f32, 8.0 * 200 * 2 * 32 * 4, 1e-6);
+    CU_ASSERT(tr.attn_dev_bytes < tr.attn_dev_f32 / 4);
+    CU_ASSERT_EQUAL(tr.attn_sparse, 0); /* every kept row read */
+    ig_plan_free(pl);
+    /* a fetch below what is kept (InfiniGen's selection among every row) is scattered; a budget
+     * that keeps only what it reads (H2O) is not */
+    o.kv_dtype = IG_PLAN_F32;
+    o.fetch_fraction = 0.2;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &pl, &err), IG_OK);
+    ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
+    CU_ASSERT_EQUAL(tr.attn_sparse, 1);
+    CU_ASSERT_EQUAL(tr.attn_enc, 0);
+    ig_plan_free(pl);
+    o.kv_keep_fraction = 0.2;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &pl, &err), IG_OK);
+    ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
+    CU_ASSERT_EQUAL(tr.attn_sparse, 0);
+    ig_plan_free(pl);
 }
 
 /* OPT-6.7B, a 512 + 32 token workload at batch 1, on the a6000-pcie3 profile with its GPU memory
@@ -876,6 +1002,32 @@ static void test_cli(void) {
     CU_ASSERT_EQUAL(ig_hwprof_load(out, &hw, &err), IG_OK);
     CU_ASSERT(hw.device.gemm_tflops > 0 && hw.link.h2d_gbps > 0 && hw.has_disk);
     CU_ASSERT(hw.disk.read_gbps > 0 && hw.host.memory_gib > 0);
+    CU_ASSERT(hw.device.attn_gbps == 0 && hw.device.kernel_shape[0] == 0); /* not asked for */
+    /* with a kernel shape: the decode kernels' rates, at that shape */
+    snprintf(args, sizeof args,
+             "profile-hw --quick --kernel-shape 9,3,64 --out '%s' --disk-dir '%s'", out,
+             ig_test_tmpdir());
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_EQUAL(ig_hwprof_load(out, &hw, &err), IG_OK);
+    CU_ASSERT(hw.device.attn_gbps > 0 && hw.device.attn_int4_gbps > 0 &&
+              hw.device.attn_sparse_gbps > 0 && hw.device.select_gbps > 0);
+    CU_ASSERT_STRING_EQUAL(hw.device.kernel_shape, "9,3,64");
+    /* igen plan of that shape uses them and says so */
+    snprintf(args, sizeof args, "plan --shape smollm2-135m --hardware '%s' --gpu-batch 2 --json",
+             out);
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "\"kernel_rates\":\"measured at shape 9,3,64"));
+    snprintf(args, sizeof args, "plan --shape opt-6.7b --hardware '%s' --gpu-batch 2 --json", out);
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "this model's is 32,32,128"));
+    const char *bad[] = {"9,3", "9,4,64", "9,3,64x", "0,1,64", "9,3,0", "340,20,64"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "profile-hw --quick --kernel-shape %s", bad[i]);
+        expect_cli_error(r, args, "--kernel-shape");
+    }
     /* the measured profile plans the default model's shape */
     snprintf(args, sizeof args, "plan --shape smollm2-135m --hardware '%s' --gpu-batch 2", out);
     run(r, args);
@@ -956,6 +1108,7 @@ void ig_test_register(void) {
     CU_add_test(s, "plan_errors", test_plan_errors);
     CU_add_test(s, "numa", test_numa);
     CU_add_test(s, "cost_by_hand", test_cost_by_hand);
+    CU_add_test(s, "kernel_rates", test_kernel_rates);
     CU_add_test(s, "fetch_profile", test_fetch_profile);
     CU_add_test(s, "search", test_search);
     CU_add_test(s, "compressed_weights", test_compressed_weights);

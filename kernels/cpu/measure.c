@@ -1,6 +1,7 @@
 /* Memory bandwidth and sgemm throughput of this machine, measured the way the kernels use it: a
  * SIMD read stream split over OpenMP threads (each thread first-touches its own share), and the
  * sgemm call ig_cpu_linear makes. Allocates its own buffers; never called on a hot path. */
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,8 +15,11 @@
 
 #include "core/base/log.h"
 #include "core/base/status.h"
+#include "core/base/dtype.h"
+#include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/measure.h"
 
 static float read_sum_scalar(const float *p, size_t n) {
@@ -196,5 +200,183 @@ double ig_cpu_measure_sgemm_gflops(int M, int N, int K, int reps) {
     free(a);
     free(b);
     free(c);
+    return best;
+}
+
+/* ---- the decode kernels a policy's step runs, at one model's attention shape ---- */
+
+static uint32_t lcg_next(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return *s;
+}
+
+#define MEASURE_REPS_MAX 64
+
+/* The median of x[0..n) (n <= MEASURE_REPS_MAX), reordering x. */
+static double median_of(double *x, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && x[j - 1] > x[j]; j--) {
+            double t = x[j];
+            x[j] = x[j - 1];
+            x[j - 1] = t;
+        }
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static float lcg_unit(uint32_t *s) { /* in [-1, 1) */
+    return (float)(lcg_next(s) >> 8) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs, int64_t rows,
+                                     int stride, int enc_bits, int reps) {
+    if (n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head || hd <= 0 || hd > 1024 ||
+        n_kv_head > 64 || seqs <= 0 || rows <= 0 || stride < 1 || stride > rows ||
+        !(enc_bits == 0 || enc_bits == 4))
+        return 0.0;
+    if (reps < 1) reps = 1;
+    if (reps > MEASURE_REPS_MAX) reps = MEASURE_REPS_MAX;
+    double rate[MEASURE_REPS_MAX];
+    int group = hd < 64 ? hd : 64;
+    if (enc_bits && hd % group) return 0.0;
+    size_t G = (size_t)n_kv_head, R = (size_t)rows, S = (size_t)seqs, H = (size_t)n_head;
+    size_t hdz = (size_t)hd;
+    size_t rb = enc_bits ? ig_kvq_row_bytes(hd, enc_bits, group) : hdz * sizeof(float);
+    size_t n_read = (R + (size_t)stride - 1) / (size_t)stride; /* rows 0, stride, 2 stride, ... */
+    size_t per_seq = 2 * G * R * rb;                           /* K and V of every KV head */
+    unsigned char *kv = ig_aligned_alloc(S * per_seq, NULL);
+    int32_t *idx = ig_aligned_alloc(R * sizeof(int32_t), NULL);
+    float *q = ig_aligned_alloc(S * H * hdz * sizeof(float), NULL);
+    float *out = ig_aligned_alloc(H * hdz * sizeof(float), NULL);
+    float *extra = ig_aligned_alloc(2 * G * hdz * sizeof(float), NULL);
+    float *row = ig_aligned_alloc(hdz * sizeof(float), NULL);
+    size_t wsf = ig_cpu_attention_gather_ws_floats(n_head, rows + 1);
+    float *ws = ig_aligned_alloc(wsf * sizeof(float), NULL);
+    double best = 0;
+    if (kv && idx && q && out && extra && row && ws) {
+        uint32_t st = 12345u;
+        for (size_t i = 0; i < S * 2 * G * R; i++) { /* row by row: encoded rows need codes */
+            for (size_t j = 0; j < hdz; j++) row[j] = lcg_unit(&st);
+            if (enc_bits)
+                ig_kvq_quantize_rows(row, 1, hd, enc_bits, group, kv + i * rb);
+            else
+                memcpy(kv + i * rb, row, rb);
+        }
+        for (size_t i = 0; i < S * H * hdz; i++) q[i] = lcg_unit(&st);
+        for (size_t i = 0; i < 2 * G * hdz; i++) extra[i] = lcg_unit(&st);
+        for (size_t i = 0; i < n_read; i++) idx[i] = (int32_t)(i * (size_t)stride);
+        const float *kb[64], *vb[64];
+        const unsigned char *ke[64], *ve[64];
+        const int32_t *ix[64];
+        int64_t nsel[64];
+        for (int r = -1; r < reps; r++) {
+            double t0 = ig_time_s();
+            for (size_t s = 0; s < S; s++) {
+                unsigned char *base = kv + s * per_seq;
+                for (size_t g = 0; g < G; g++) {
+                    unsigned char *k = base + g * R * rb, *v = base + (G + g) * R * rb;
+                    kb[g] = (const float *)k;
+                    vb[g] = (const float *)v;
+                    ke[g] = k;
+                    ve[g] = v;
+                    ix[g] = idx;
+                    nsel[g] = (int64_t)n_read;
+                }
+                ig_gather_attn a = {.n_head = n_head,
+                                    .n_kv_head = n_kv_head,
+                                    .hd = hd,
+                                    .scale = 1.0f / sqrtf((float)hd),
+                                    .k_base = kb,
+                                    .v_base = vb,
+                                    .row_stride = hd,
+                                    .idx = ix,
+                                    .n_sel = nsel,
+                                    .k_extra = extra,
+                                    .v_extra = extra + G * hdz,
+                                    .n_extra = 1};
+                if (enc_bits) {
+                    a.enc = IG_ROWS_KVQ;
+                    a.enc_bits = enc_bits;
+                    a.enc_group = group;
+                    a.k_enc = ke;
+                    a.v_enc = ve;
+                    a.enc_row_bytes = rb;
+                }
+                ig_cpu_attention_gather(&a, q + s * H * hdz, ws, wsf, NULL, 0, out);
+            }
+            double dt = ig_time_s() - t0;
+            if (r >= 0)
+                rate[r] =
+                    (double)S * (double)n_read * (double)G * 2.0 * (double)hd * 4.0 / dt * 1e-9;
+        }
+        g_sink = out[0];
+        best = median_of(rate, reps);
+    }
+    free(kv);
+    free(idx);
+    free(q);
+    free(out);
+    free(extra);
+    free(row);
+    free(ws);
+    return best;
+}
+
+double ig_cpu_measure_select_gbps(int n_head, int n_kv_head, int kc, int seqs, int64_t rows,
+                                  double keep, int reps) {
+    if (n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head || n_head / n_kv_head > 16 || kc <= 0 ||
+        kc > 1024 || seqs <= 0 || rows <= 0 || !(keep > 0 && keep <= 1))
+        return 0.0;
+    if (reps < 1) reps = 1;
+    if (reps > MEASURE_REPS_MAX) reps = MEASURE_REPS_MAX;
+    double rate[MEASURE_REPS_MAX];
+    int grp = n_head / n_kv_head, T = seqs * n_kv_head;
+    size_t R = (size_t)rows, K = (size_t)kc;
+    int64_t k = (int64_t)ceil(keep * (double)rows);
+    uint16_t *keys = ig_aligned_alloc((size_t)T * K * R * sizeof(uint16_t), NULL);
+    float *q = ig_aligned_alloc((size_t)T * (size_t)grp * K * sizeof(float), NULL);
+    float *sc = ig_aligned_alloc((size_t)T * (size_t)grp * R * sizeof(float), NULL);
+    float *cm = ig_aligned_alloc((size_t)T * R * sizeof(float), NULL);
+    float *rm = ig_aligned_alloc((size_t)T * (size_t)grp * sizeof(float), NULL);
+    int32_t *cnt = ig_aligned_alloc((size_t)T * (size_t)grp * sizeof(int32_t), NULL);
+    int32_t *sel = ig_aligned_alloc((size_t)T * R * sizeof(int32_t), NULL);
+    int nt = ig_cpu_get_threads();
+    size_t per = (ig_cpu_topk_ws_bytes(rows) + 63) / 64 * 64;
+    void *tws = ig_aligned_alloc(per * (size_t)nt, NULL);
+    double best = 0;
+    if (keys && q && sc && cm && rm && cnt && sel && tws) {
+        uint32_t st = 777u;
+        for (size_t i = 0; i < (size_t)T * K * R; i++) keys[i] = ig_f32_to_f16(lcg_unit(&st));
+        for (size_t i = 0; i < (size_t)T * (size_t)grp * K; i++) q[i] = lcg_unit(&st);
+        for (int r = -1; r < reps; r++) {
+            double t0 = ig_time_s();
+            /* as the CPU backend runs InfiniGen's selection: the partial scores of every table,
+             * each query head's count above its maximum less a margin, each table's top entries */
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+            for (int t = 0; t < T; t++)
+                ig_cpu_partial_scores(keys + (size_t)t * K * R, IG_DTYPE_F16, rows, kc, rows,
+                                      q + (size_t)t * (size_t)grp * K, kc, grp,
+                                      sc + (size_t)t * (size_t)grp * R, rows, cm + (size_t)t * R,
+                                      rm + (size_t)t * (size_t)grp);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+            for (int h = 0; h < T * grp; h++)
+                cnt[h] = (int32_t)ig_cpu_count_greater(sc + (size_t)h * R, rows, rm[h] - 4.0f);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+            for (int t = 0; t < T; t++)
+                ig_cpu_topk(cm + (size_t)t * R, rows, k, sel + (size_t)t * R,
+                            (char *)tws + per * (size_t)omp_get_thread_num(), per);
+            double dt = ig_time_s() - t0;
+            if (r >= 0) rate[r] = (double)T * (double)R * (double)K * 2.0 / dt * 1e-9;
+        }
+        g_sink = (float)cnt[0] + (float)sel[0];
+        best = median_of(rate, reps);
+    }
+    free(keys);
+    free(q);
+    free(sc);
+    free(cm);
+    free(rm);
+    free(cnt);
+    free(sel);
+    free(tws);
     return best;
 }

@@ -5,6 +5,7 @@
 #define IG_MEASURE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Read bandwidth in GB/s (1e9 bytes/s): `threads` threads (<= 0: ig_cpu_get_threads()) each sum
  * their share of a `bytes` buffer with the widest SIMD level in use; best of `reps` passes after
@@ -21,5 +22,25 @@ double ig_cpu_measure_sgemm_gflops(int M, int N, int K, int reps);
 /* The same shape through ig_cpu_linear with f32 weights (the kernel the engine runs: small M takes
  * its row-streaming path, not sgemm): GFLOP/s, best of `reps` after one warm-up call. */
 double ig_cpu_measure_linear_gflops(int M, int N, int K, int reps);
+
+/* Decode attention as the engine runs it (ig_cpu_attention_gather, one call per sequence) at one
+ * model's shape: `seqs` sequences of `rows` cached rows per KV head, of which rows 0, stride,
+ * 2 stride, ... are read in place through index lists (stride 1: every row, as full attention
+ * reads them; 5: a scattered fifth, as a speculating policy's selection does), plus the new
+ * token's row; f32 rows (enc_bits 0) or 4-bit codes (enc_bits 4, groups of
+ * min(64, hd)) decoded inside the kernel. Returns GB/s of f32-equivalent KV (seqs x rows read x
+ * n_kv_head x 2 x hd x 4 bytes per pass), the unit the cost model prices attended rows in; the
+ * median of reps passes (at most 64) after one warm-up pass, the typical rate a run sees. 0 on a
+ * bad shape or failed allocation. */
+double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs, int64_t rows,
+                                     int stride, int enc_bits, int reps);
+/* A speculating policy's selection as the CPU backend runs InfiniGen's: per sequence and KV head,
+ * the partial scores of the group's query heads over `rows` entries of kc f16 key columns
+ * (ig_cpu_partial_scores), each query head's threshold count (ig_cpu_count_greater) and the top
+ * `keep` fraction of the entries (ig_cpu_topk), parallel over tables as the backend is. Returns
+ * GB/s of partial keys (seqs x n_kv_head x rows x kc x 2 bytes per pass); the median of reps
+ * passes (at most 64) after one warm-up. 0 on a bad shape or failed allocation. */
+double ig_cpu_measure_select_gbps(int n_head, int n_kv_head, int kc, int seqs, int64_t rows,
+                                  double keep, int reps);
 
 #endif

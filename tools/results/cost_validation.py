@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Cost model vs measurement on this machine (the CPU backend), in one run.
 
-1. `igen profile-hw` measures this machine into a profile; its link section is then set to the
-   link model used for the runs (so the model and the run see the same link).
+1. `igen profile-hw --kernel-shape 9,3,64` measures this machine into a profile, with the decode
+   kernels (attention over f32 and 4-bit rows, InfiniGen's selection) timed at SmolLM2-135M's
+   attention shape; its link section is then set to the link model used for the runs (so the
+   model and the run see the same link).
 2. For 3 placements x 3 prompt lengths (batch B, G generated tokens), the cost model's decode step
    time (`igen plan ... --json`, cost.decode_step_s) is compared with the measured one
-   (`igen bench-decode ... --json`, decode_s / G).
+   (`igen bench-decode ... --json`, decode_s / G): the median of --rounds runs, interleaved (every
+   setting once per round, so drift of the machine hits every setting alike), with their range.
 3. Writes docs/results/cost_model_cpu.{md,jsonl}.
 
 Placements (FlexGen percentages W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU):
@@ -25,6 +28,7 @@ Placements (FlexGen percentages W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU):
 
 Usage: tools/results/cost_validation.py [--batch 8] [--gen-len 16] [--prompts 256,1024,2048]
                                         [--link 4] [--policies full,int4,h2o,infinigen]
+                                        [--rounds 3] [--kernel-shape 9,3,64]
                                         [--igen build/igen] [--out docs/results]
 """
 import argparse
@@ -58,6 +62,9 @@ def main():
     ap.add_argument("--link", type=float, default=4.0, help="link model bandwidth, GB/s each way")
     ap.add_argument("--policies", default="full,int4,h2o,infinigen",
                     help="policies of the kv-link placement ('' for none)")
+    ap.add_argument("--rounds", type=int, default=3, help="runs of every setting, interleaved; the median counts")
+    ap.add_argument("--kernel-shape", default="9,3,64",
+                    help="attention shape (heads,KV heads,head dim) of the model, for profile-hw ('' : none)")
     ap.add_argument("--igen", default=os.path.join(REPO, "build", "igen"))
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results"))
     args = ap.parse_args()
@@ -78,14 +85,14 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     prof = os.path.join(REPO, "results", "cost_validation_profile.yaml")
     print("profiling this machine (igen profile-hw) ...", file=sys.stderr)
-    subprocess.run([args.igen, "profile-hw", "--out", prof], check=True, capture_output=True)
+    subprocess.run([args.igen, "profile-hw", "--out", prof] +
+                   (["--kernel-shape", args.kernel_shape] if args.kernel_shape else []),
+                   check=True, capture_output=True)
     text = open(prof).read()
     for key in ("h2d_gbps", "d2h_gbps"):
         text = re.sub(rf"(\n  {key}: )[0-9.e+-]+", rf"\g<1>{args.link}", text)
     open(prof, "w").write(text)
-    records = []
-    jsonl = os.path.join(args.out, "cost_model_cpu.jsonl")
-    open(jsonl, "w").close()
+    settings = []
     for name, pct, run_extra, plan_extra in placements:
         for L in [int(x) for x in args.prompts.split(",")]:
             common = ["--prompt-len", str(L), "--gen-len", str(args.gen_len)]
@@ -94,18 +101,34 @@ def main():
                             ["--hardware", prof, "--gpu-batch", str(args.batch),
                              "--num-gpu-batches", "1", "--percent", pct, "--json"] + common + plan_extra)
             link = [] if name == "device" else ["--link", f"h2d={args.link},d2h={args.link}"]
-            meas = run_json([args.igen, "bench-decode", "--batch", str(args.batch), "--percent", pct, "--json",
-                             "--quiet"] + common + run_extra + link)
-            pred = plan["cost"]["decode_step_s"]
-            got = meas["decode_s"] / args.gen_len
-            rec = {"placement": name, "percent": pct, "prompt_len": L, "batch": args.batch, "gen_len": args.gen_len,
-                   "link_gbps": None if name == "device" else args.link, "predicted_step_s": pred,
-                   "measured_step_s": got, "ratio": got / pred, "plan_cost": plan["cost"], "measured": meas}
+            cmd = [args.igen, "bench-decode", "--batch", str(args.batch), "--percent", pct, "--json",
+                   "--quiet"] + common + run_extra + link
+            settings.append({"placement": name, "percent": pct, "prompt_len": L, "plan": plan, "cmd": cmd,
+                             "runs": []})
+    for rnd in range(args.rounds):
+        for st in settings:
+            meas = run_json(st["cmd"])
+            st["runs"].append(meas)
+            print(f"round {rnd + 1}/{args.rounds} {st['placement']:9s} prompt {st['prompt_len']:5d}: "
+                  f"predicted {st['plan']['cost']['decode_step_s'] * 1e3:8.1f} ms, "
+                  f"measured {meas['decode_s'] / args.gen_len * 1e3:8.1f} ms", file=sys.stderr)
+    records = []
+    jsonl = os.path.join(args.out, "cost_model_cpu.jsonl")
+    with open(jsonl, "w") as f:
+        for st in settings:
+            steps = sorted(m["decode_s"] / args.gen_len for m in st["runs"])
+            n = len(steps)
+            got = steps[n // 2] if n % 2 else 0.5 * (steps[n // 2 - 1] + steps[n // 2])
+            pred = st["plan"]["cost"]["decode_step_s"]
+            rec = {"placement": st["placement"], "percent": st["percent"], "prompt_len": st["prompt_len"],
+                   "batch": args.batch, "gen_len": args.gen_len,
+                   "link_gbps": None if st["placement"] == "device" else args.link,
+                   "predicted_step_s": pred, "measured_step_s": got, "measured_step_s_runs":
+                   [m["decode_s"] / args.gen_len for m in st["runs"]], "ratio": got / pred,
+                   "kernel_rates": st["plan"].get("kernel_rates"), "plan_cost": st["plan"]["cost"],
+                   "measured": st["runs"]}
             records.append(rec)
-            with open(jsonl, "a") as f:
-                f.write(json.dumps(rec) + "\n")
-            print(f"{name:9s} prompt {L:5d}: predicted {pred * 1e3:8.1f} ms, measured {got * 1e3:8.1f} ms "
-                  f"(measured/predicted {got / pred:.2f})", file=sys.stderr)
+            f.write(json.dumps(rec) + "\n")
     within = sum(1 for r in records if abs(r["ratio"] - 1) <= 0.25)
     lines = [
         f"# Cost model vs measurement on this machine (SmolLM2-135M f32, batch {args.batch}, "
@@ -114,14 +137,18 @@ def main():
         "Made by `tools/results/cost_validation.py` in one run: `igen profile-hw` measured the machine, the",
         f"profile's link was set to the link model of the runs ({args.link} GB/s each way), then for each",
         "placement and prompt length `igen plan --json` predicted the decode step time and",
-        "`igen bench-decode --json` measured it. Raw records in `cost_model_cpu.jsonl`.",
+        f"`igen bench-decode --json` measured it, {args.rounds} times, interleaved (the median counts; the",
+        "range beside it). Raw records in `cost_model_cpu.jsonl`.",
         "",
-        "| placement | --percent | prompt | predicted ms/step | measured ms/step | measured / predicted |",
-        "|---|---|---|---|---|---|",
+        f"Decode-kernel rates used by the model: {records[0]['kernel_rates'] if records else '-'}.",
+        "",
+        "| placement | --percent | prompt | predicted ms/step | measured ms/step (median) | range | measured / predicted |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in records:
+        lo, hi = min(r["measured_step_s_runs"]), max(r["measured_step_s_runs"])
         lines.append(f"| {r['placement']} | {r['percent']} | {r['prompt_len']} | {r['predicted_step_s'] * 1e3:.1f} | "
-                     f"{r['measured_step_s'] * 1e3:.1f} | {r['ratio']:.2f} |")
+                     f"{r['measured_step_s'] * 1e3:.1f} | {lo * 1e3:.1f}-{hi * 1e3:.1f} | {r['ratio']:.2f} |")
     lines += ["", f"Within 25%: {within} of {len(records)} (the goal is all)."]
     with open(os.path.join(args.out, "cost_model_cpu.md"), "w") as f:
         f.write("\n".join(lines) + "\n")

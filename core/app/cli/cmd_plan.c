@@ -491,7 +491,9 @@ int ig_cmd_plan(int argc, char **argv) {
         }
     }
     ig_cost_hw rates;
-    ig_cost_hw_from_profile(hw, &rates);
+    char kernel_rates[512];
+    ig_cost_kernel_rates_desc(hw, &o.model, ig_cost_hw_from_profile_for(hw, &o.model, &rates),
+                              kernel_rates, sizeof kernel_rates);
 
     int rc = IG_EXIT_ERROR;
     ig_plan *p = NULL;
@@ -533,6 +535,7 @@ int ig_cmd_plan(int argc, char **argv) {
         json_object_object_add(jo, "kv_keep_fraction", json_object_new_double(o.kv_keep_fraction));
         json_object_object_add(jo, "fetch_fraction", json_object_new_double(o.fetch_fraction));
         json_object_object_add(jo, "fetch_source", json_object_new_string(o.fetch_source));
+        json_object_object_add(jo, "kernel_rates", json_object_new_string(kernel_rates));
         json_object_object_add(jo, "partial_ratio", json_object_new_double(o.partial_ratio));
         json_object_object_add(jo, "cpu_cache_compute",
                                json_object_new_boolean(o.cpu_cache_compute));

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hwloc.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,19 @@ static void help(void) {
         "  --quick           small buffers and one repetition (tests)\n"
         "  --name NAME       profile name (default: cpu-<hostname>)\n"
         "  --threads N       compute threads (default: all cores)\n"
+        "  --kernel-shape H,KVH,HD\n"
+        "                    also time the decode kernels a KV policy's step runs at this\n"
+        "                    attention shape (query heads, KV heads, head dim; e.g. 9,3,64 for\n"
+        "                    SmolLM2-135M): attention over f32 and over 4-bit rows, and a\n"
+        "                    speculating policy's selection (the cost model prices attended\n"
+        "                    rows and partial keys at these rates for models of this shape;\n"
+        "                    without it, at memory bandwidth). igen run's 'hardware: this'\n"
+        "                    passes the experiment model's shape.\n"
         "  -h, --help        this help\n");
+}
+
+static int clampi(double v, int lo, int hi) {
+    return v < lo ? lo : v > hi ? hi : (int)v;
 }
 
 static double now_s(void) {
@@ -125,18 +138,19 @@ static int numa_nodes(ig_hwprof *p) {
 }
 
 int ig_cmd_profile_hw(int argc, char **argv) {
-    enum { O_OUT = IG_OPT_FIRST_FREE, O_DIR, O_QUICK, O_NAME, O_THREADS };
+    enum { O_OUT = IG_OPT_FIRST_FREE, O_DIR, O_QUICK, O_NAME, O_THREADS, O_SHAPE };
     static const struct option longopts[] = {
         {"out", required_argument, NULL, O_OUT},
         {"disk-dir", required_argument, NULL, O_DIR},
         {"quick", no_argument, NULL, O_QUICK},
         {"name", required_argument, NULL, O_NAME},
         {"threads", required_argument, NULL, O_THREADS},
+        {"kernel-shape", required_argument, NULL, O_SHAPE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *out = NULL, *dir = NULL, *name = NULL;
-    int quick = 0, opt;
+    int quick = 0, opt, kh = 0, kkv = 0, khd = 0;
     long v;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -161,6 +175,19 @@ int ig_cmd_profile_hw(int argc, char **argv) {
                 return IG_EXIT_ERROR;
             ig_cpu_set_threads((int)v);
             break;
+        case O_SHAPE: {
+            char tail = 0;
+            if (sscanf(optarg, "%d,%d,%d%c", &kh, &kkv, &khd, &tail) != 3 || kh < 1 || kkv < 1 ||
+                kh > 1024 || kkv > 64 || kh % kkv || kh / kkv > 16 || khd < 1 || khd > 1024) {
+                fprintf(stderr,
+                        "igen profile-hw: --kernel-shape '%s': expected H,KVH,HD (query heads, "
+                        "KV heads dividing them, at most 64 KV heads and 16 query heads per KV "
+                        "head, head dim 1..1024), e.g. 9,3,64\n",
+                        optarg);
+                return IG_EXIT_ERROR;
+            }
+            break;
+        }
         default:
             fprintf(stderr, "igen profile-hw: see 'igen profile-hw --help'\n");
             return IG_EXIT_ERROR;
@@ -208,11 +235,58 @@ int ig_cmd_profile_hw(int argc, char **argv) {
     /* decode: a weight matrix well beyond the last-level cache (64 MiB in f32), as a decode step
      * streams every layer's weights from memory */
     int dn = quick ? pn : 4096;
-    double g_dec = ig_cpu_measure_linear_gflops(dm, dn, dn, quick ? 2 : 5);
+    /* the median of 9 timed calls, not the best: the cost model predicts a typical run, and the
+     * best of a few calls was 10-20% above what a decode step's matmuls reach here */
+    double gd[9];
+    int nd = quick ? 3 : 9;
+    for (int i = 0; i < nd; i++) gd[i] = ig_cpu_measure_linear_gflops(dm, dn, dn, 1);
+    for (int i = 1; i < nd; i++)
+        for (int j = i; j > 0 && gd[j - 1] > gd[j]; j--) {
+            double t = gd[j];
+            gd[j] = gd[j - 1];
+            gd[j - 1] = t;
+        }
+    double g_dec = gd[nd / 2];
     if (!(rd_bw > 0 && cp_bw > 0 && g_pre > 0 && g_dec > 0)) {
         fprintf(stderr, "igen profile-hw: a measurement failed (out of memory?)\n");
         free(p);
         return IG_EXIT_ERROR;
+    }
+    /* the decode kernels at the given attention shape, each sequence's rows as one call reads
+     * them (1024 rows or entries: the middle of the quickstart's lengths) and as many sequences as
+     * stream 64 MiB (attention) or 32 MiB (partial keys) of what the kernel actually reads, beyond
+     * the caches as a step's reads of every layer are; the selection with InfiniGen's default 20%
+     * of the columns, keeping 20% of the entries */
+    double a32 = 0, a4 = 0, asp = 0, sel = 0;
+    int kc = 0, s32 = 0, s4 = 0, ssp = 0, ssel = 0;
+    const int64_t arows = 1024, srows = 1024;
+    if (kh > 0) {
+        double mib = quick ? 1.0 / 8 : 1.0;
+        kc = (int)ceil(0.2 * khd - 1e-9);
+        int grp4 = khd < 64 ? khd : 64;
+        double b32 = (double)arows * kkv * 2.0 * khd * 4.0;
+        double b4 = (double)arows * kkv * 2.0 * (double)(khd / grp4) * (4.0 + grp4 / 2.0);
+        double bsel = (double)srows * kkv * kc * 2.0;
+        s32 = clampi(64 * 1048576.0 * mib / b32, 8, 4096);
+        s4 = clampi(64 * 1048576.0 * mib / b4, 8, 4096);
+        ssp = clampi(64 * 1048576.0 * mib / (b32 / 5), 8, 4096);
+        ssel = clampi(32 * 1048576.0 * mib / bsel, 8, 4096);
+        int kr = quick ? 3 : 15; /* medians of 15 passes of a few ms each */
+        a32 = ig_cpu_measure_attention_gbps(kh, kkv, khd, s32, arows, 1, 0, kr);
+        a4 = khd % grp4 == 0 ? ig_cpu_measure_attention_gbps(kh, kkv, khd, s4, arows, 1, 4, kr) : 0;
+        asp = ig_cpu_measure_attention_gbps(kh, kkv, khd, ssp, arows, 5, 0, kr);
+        sel = ig_cpu_measure_select_gbps(kh, kkv, kc, ssel, srows, 0.2, kr);
+        if (!(a32 > 0 && asp > 0 && sel > 0)) {
+            fprintf(stderr,
+                    "igen profile-hw: a decode-kernel measurement failed (out of memory?)\n");
+            free(p);
+            return IG_EXIT_ERROR;
+        }
+        p->device.attn_gbps = a32;
+        p->device.attn_int4_gbps = a4;
+        p->device.attn_sparse_gbps = asp;
+        p->device.select_gbps = sel;
+        snprintf(p->device.kernel_shape, sizeof p->device.kernel_shape, "%d,%d,%d", kh, kkv, khd);
     }
     numa_nodes(p);
     snprintf(p->device.name, sizeof p->device.name, "CPU (%d threads, %s)", ig_cpu_get_threads(),
@@ -236,22 +310,37 @@ int ig_cmd_profile_hw(int argc, char **argv) {
     snprintf(p->description, sizeof p->description,
              "measured by igen profile-hw%s on %.100s, %s, %d threads", quick ? " --quick" : "",
              host, date, ig_cpu_get_threads());
-    char comment[2048];
+    char kern[1024] = "";
+    if (kh > 0)
+        snprintf(kern, sizeof kern,
+                 "\nattn_gbps / attn_int4_gbps: igen's decode attention (ig_cpu_attention_gather) "
+                 "at kernel_shape\n"
+                 "(query heads, KV heads, head dim), %d / %d sequences x %lld rows read through "
+                 "index lists, f32 rows / 4-bit\n"
+                 "codes decoded in the kernel, in GB/s of f32-equivalent KV; attn_sparse_gbps: "
+                 "the same over every fifth\n"
+                 "row of %d sequences (f32); select_gbps: "
+                 "InfiniGen's selection (partial\n"
+                 "scores over %d f16 columns, threshold counts, top 20%%) over %d x %lld entries, "
+                 "in GB/s of partial keys.",
+                 s32, s4, (long long)arows, ssp, kc, ssel, (long long)srows);
+    char comment[3072];
     snprintf(comment, sizeof comment,
              "Hardware profile of this machine for igen's CPU backend, written by igen "
              "profile-hw%s.\n"
              "device = the CPU: gemm_tflops is igen's f32 linear kernel at %dx%dx%d, "
              "gemm_tflops_decode at "
-             "%dx%dx%d (sgemm for large M,\n"
+             "%dx%dx%d (median of calls; sgemm for large M,\n"
              "%d threads); mem_bandwidth_gbps is the read bandwidth over %zu MiB. The device and "
              "the host\n"
              "share the same RAM, so device.memory_gib is all of it: lower it to the region the "
              "device may use.\n"
              "link = a memcpy: half the copy bandwidth (%.2f GB/s read+written) each way.\n"
-             "disk = %zu MiB written (then fdatasync) and read back in %s, %s.",
+             "disk = %zu MiB written (then fdatasync) and read back in %s, %s.%s",
              quick ? " --quick" : "", pm, pn, pn, dm, dn, dn, ig_cpu_get_threads(), bw_bytes >> 20,
              cp_bw, disk_bytes >> 20, dir,
-             direct ? "with O_DIRECT" : "without O_DIRECT (the page cache may flatter reads)");
+             direct ? "with O_DIRECT" : "without O_DIRECT (the page cache may flatter reads)",
+             kern);
     ig_error err;
     ig_error_clear(&err);
     int rc = 0;

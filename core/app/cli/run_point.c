@@ -608,8 +608,8 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
  * kept as OUTPUT/hardware-this.yaml (delete it to measure again); with the point's link model on,
  * its link section is replaced by that model, which is what the measured twin's copies obey (the
  * profile's own link is a memcpy). IGEN_PROFILE_HW_QUICK=1 profiles with --quick (tests). */
-static ig_status this_profile(const ig_exp_point *pt, ig_hwprof *hw, json_object *mx,
-                              ig_error *err) {
+static ig_status this_profile(const ig_exp_point *pt, const ig_model_config *model, ig_hwprof *hw,
+                              json_object *mx, ig_error *err) {
     char path[4200];
     snprintf(path, sizeof path, "%.4000s/hardware-this.yaml", g_out_dir);
     int reused = ig_path_exists(path);
@@ -621,9 +621,14 @@ static ig_status this_profile(const ig_exp_point *pt, ig_hwprof *hw, json_object
             return ig_error_set(err, IG_ERR_IO, "hardware: this: cannot find this igen executable");
         self[len] = 0;
         const char *quick = getenv("IGEN_PROFILE_HW_QUICK");
-        char *argv[8] = {self, "profile-hw", "--out", path, NULL, NULL, NULL, NULL};
+        /* the decode kernels at the model's attention shape (the first point's: a point of
+         * another shape gets memory bandwidth, as its record says) */
+        char shp[64];
+        ig_cost_kernel_shape(model, shp, sizeof shp);
+        char *argv[10] = {self, "profile-hw", "--out", path, "--kernel-shape",
+                          shp,  NULL,         NULL,    NULL, NULL};
         char th[32];
-        int k = 4;
+        int k = 6;
         if (quick && !strcmp(quick, "1")) argv[k++] = "--quick";
         if (pt->threads > 0) {
             snprintf(th, sizeof th, "%d", pt->threads);
@@ -661,7 +666,7 @@ static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err)
     IG_TRY(ig_model_shape_load(pt->shape_path, &shape, err));
     ig_hwprof *hw = malloc(sizeof *hw);
     if (!hw) return ig_error_set(err, IG_ERR_NOMEM, "out of memory");
-    ig_status st = !strcmp(pt->hardware_path, "this") ? this_profile(pt, hw, mx, err)
+    ig_status st = !strcmp(pt->hardware_path, "this") ? this_profile(pt, &shape.config, hw, mx, err)
                                                       : ig_hwprof_load(pt->hardware_path, hw, err);
     ig_plan *plan = NULL;
     if (st != IG_OK) goto out;
@@ -704,7 +709,9 @@ static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err)
     st = ig_cli_policy_cost(pt->policy, pt->settings, pt->n_settings, &o, err);
     if (st == IG_OK) st = ig_plan_create(&o, &mach, &plan, err);
     ig_cost_hw rates;
-    ig_cost_hw_from_profile(hw, &rates);
+    char kernel_rates[512];
+    ig_cost_kernel_rates_desc(hw, &o.model, ig_cost_hw_from_profile_for(hw, &o.model, &rates),
+                              kernel_rates, sizeof kernel_rates);
     ig_cost_result c;
     if (st == IG_OK) st = ig_cost_estimate(plan, &rates, &c, err);
     if (st != IG_OK) goto out;
@@ -716,6 +723,7 @@ static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err)
     /* the read at the middle of the decode phase (the profile's where one was given) */
     put_d(mx, "kv_read_fraction", ig_cost_fetch_fraction(&o, pt->prompt_len + 0.5 * pt->gen_len));
     json_object_object_add(mx, "fetch_source", json_object_new_string(o.fetch_source));
+    json_object_object_add(mx, "kernel_rates", json_object_new_string(kernel_rates));
     if (pt->metric_bytes) { /* per decode step, all layers */
         double L = shape.config.n_layer;
         put_d(mx, "h2d_bytes_per_step", L * c.decode_traffic.h2d_bytes);
