@@ -43,7 +43,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PLACEMENTS = [
     ("device", "100,0,100,0,100,0", [], []),
     ("w50-host", "50,50,100,0,100,0", [], []),
-    ("host+kv", "0,100,0,100,100,0", ["--policy", "full"], ["--cpu-cache-compute"]),
+    ("host+kv", "0,100,0,100,100,0", ["--policy", "full", "--kv-access", "cpu"], ["--cpu-cache-compute"]),
 ]
 
 
