@@ -497,6 +497,20 @@ static void test_numa(void) {
 
 /* ---------------- cost model ---------------- */
 
+/* A one-layer GQA model small enough to check the cost terms by hand. */
+static ig_model_config one_layer_cfg(void) {
+    return (ig_model_config){.arch = IG_ARCH_LLAMA,
+                             .n_layer = 1,
+                             .d_model = 64,
+                             .n_head = 2,
+                             .n_kv_head = 1,
+                             .head_dim = 32,
+                             .d_ffn = 128,
+                             .vocab = 100,
+                             .max_pos = 1024,
+                             .tied_embeddings = 1};
+}
+
 static void test_cost_by_hand(void) {
     ig_cost_hw hw = {.gemm_flops = 1e12,
                      .gemm_flops_decode = 0.5e12,
@@ -568,16 +582,7 @@ static void test_cost_by_hand(void) {
     /* through a plan: a one-layer model, weights and KV on the host, checked term by term */
     ig_plan_opts o;
     ig_plan_opts_init(&o);
-    o.model = (ig_model_config){.arch = IG_ARCH_LLAMA,
-                                .n_layer = 1,
-                                .d_model = 64,
-                                .n_head = 2,
-                                .n_kv_head = 1,
-                                .head_dim = 32,
-                                .d_ffn = 128,
-                                .vocab = 100,
-                                .max_pos = 1024,
-                                .tied_embeddings = 1};
+    o.model = one_layer_cfg();
     o.wl = (ig_workload){100, 11, 4, 2};
     o.pct = (ig_plan_percent){0, 100, 0, 100, 100, 0};
     o.fetch_fraction = 0.5;
@@ -668,16 +673,7 @@ static void test_kernel_rates(void) {
      * head_dim FLOPs); 4-bit KV rows are marked encoded, their f32 equivalent counted */
     ig_plan_opts o;
     ig_plan_opts_init(&o);
-    o.model = (ig_model_config){.arch = IG_ARCH_LLAMA,
-                                .n_layer = 1,
-                                .d_model = 64,
-                                .n_head = 2,
-                                .n_kv_head = 1,
-                                .head_dim = 32,
-                                .d_ffn = 128,
-                                .vocab = 100,
-                                .max_pos = 1024,
-                                .tied_embeddings = 1};
+    o.model = one_layer_cfg();
     o.wl = (ig_workload){100, 11, 4, 2};
     o.pct = (ig_plan_percent){100, 0, 0, 100, 100, 0};
     o.partial_ratio = 0.25;
