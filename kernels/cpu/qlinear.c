@@ -109,6 +109,13 @@ QGEMV_WRAP(q8g64, IG_DTYPE_Q8G64)
 
 #define QCHUNK 64
 
+/* Prefetch distance of the M = 1 kernels, in groups of rows: the R rows of one step are contiguous
+ * bytes; the bytes QGEMV_PF_GROUPS groups ahead are prefetched while a group is computed. Without
+ * it the 4-bit kernels consume a cold W at well under the read bandwidth (the hardware prefetcher
+ * alone did not keep up; docs/results/compressed_weights.md); 2 to 8 groups
+ * measured alike, 1 clearly worse. */
+#define QGEMV_PF_GROUPS 2
+
 static inline int qhas_m(ig_dtype t) {
     return t == IG_DTYPE_Q4_1 || t == IG_DTYPE_Q4G64 || t == IG_DTYPE_Q8G64;
 }
@@ -261,6 +268,85 @@ IG_TARGET_AVX512 IG_INLINE void qrow_avx512(const float *x, int64_t K, const uns
         y[m * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(acc[m][0], acc[m][1])) + bias;
 }
 
+/* Rows of W decoded together against a single x row (M = 1, batch-1 decode). */
+#define QGEMV_ROWS_M1 4
+
+/* M = 1: R consecutive rows of W (row r at row0 + r * rb) against one x row. Each row keeps its own
+ * two accumulators in qrow_avx512's order, so every y[r] is bitwise the single-row result; what
+ * changes is that 2R FMA chains are in flight instead of 2 (with one x row, qrow_avx512 waits on
+ * one FMA latency per block) and each x vector is loaded once for R rows. ds: the R rows' scales
+ * (one chunk per row), or NULL for the formats that convert d per block. */
+IG_TARGET_AVX512 IG_INLINE void qrows_m1_avx512(const float *x, int64_t K,
+                                                const unsigned char *row0, size_t rb,
+                                                const ig_dtype t, const int R, const float *ds,
+                                                const float *bias, float *y) {
+    const int be = qblock_elems(t);
+    const int64_t nblocks = K / be;
+    /* The R rows are contiguous; the next groups' bytes are prefetched spread over the block loop.
+     */
+    const size_t span = (size_t)R * rb;
+    const int64_t pf_per_block = ((int64_t)(span + 63) / 64 + nblocks - 1) / nblocks;
+    const char *pf = (const char *)row0 + QGEMV_PF_GROUPS * span;
+    __m512 acc[QGEMV_ROWS_M1][2];
+    IG_UNROLL(4)
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nblocks; b++) {
+        const float *xk = x + b * be;
+        for (int64_t i = 0; i < pf_per_block; i++, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
+        IG_UNROLL(4)
+        for (int r = 0; r < R; r++) {
+            __m512 w[4];
+            qdec_ds_avx512(row0 + (size_t)r * rb, t, ds ? ds + r * 2 * QCHUNK : NULL, (int)b, w);
+            IG_UNROLL(4)
+            for (int h = 0; h < be / 16; h++)
+                acc[r][h & 1] = _mm512_fmadd_ps(w[h], _mm512_loadu_ps(xk + 16 * h), acc[r][h & 1]);
+        }
+    }
+    IG_UNROLL(4)
+    for (int r = 0; r < R; r++)
+        y[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) + (bias ? bias[r] : 0.0f);
+}
+
+/* The R-row kernel over rows n0 .. n1 - 1 (M = 1), the scales of the next R rows prepared before
+ * the block loop of the current ones, as qgemv_rows_avx512 does a row ahead. */
+IG_TARGET_AVX512 IG_INLINE void qgemv_m1_avx512(const float *x, int64_t K, const void *W,
+                                                const ig_dtype t, int64_t n0, int64_t n1,
+                                                const float *bias, float *y) {
+    const size_t rb = ig_dtype_row_bytes(t, K);
+    const int nblocks = (int)(K / qblock_elems(t));
+    const int hm = qhas_m(t);
+    float ds[2][QGEMV_ROWS_M1 * 2 * QCHUNK];
+    const unsigned char *base = (const unsigned char *)W;
+    if (hm)
+        for (int64_t r = n0; r < n1 && r < n0 + QGEMV_ROWS_M1; r++)
+            scales_avx512(base + (size_t)r * rb, t, nblocks, ds[0] + (r - n0) * 2 * QCHUNK);
+    int cur = 0;
+    for (int64_t n = n0; n < n1; n += QGEMV_ROWS_M1, cur ^= 1) {
+        const int R = n1 - n < QGEMV_ROWS_M1 ? (int)(n1 - n) : QGEMV_ROWS_M1;
+        if (hm)
+            for (int64_t r = n + QGEMV_ROWS_M1; r < n1 && r < n + 2 * QGEMV_ROWS_M1; r++)
+                scales_avx512(base + (size_t)r * rb, t, nblocks,
+                              ds[cur ^ 1] + (r - n - QGEMV_ROWS_M1) * 2 * QCHUNK);
+        const unsigned char *row = base + (size_t)n * rb;
+        const float *dsn = hm ? ds[cur] : NULL;
+        const float *bn = bias ? bias + n : NULL;
+        switch (R) {
+        case 4:
+            qrows_m1_avx512(x, K, row, rb, t, 4, dsn, bn, y + n);
+            break;
+        case 3:
+            qrows_m1_avx512(x, K, row, rb, t, 3, dsn, bn, y + n);
+            break;
+        case 2:
+            qrows_m1_avx512(x, K, row, rb, t, 2, dsn, bn, y + n);
+            break;
+        default:
+            qrows_m1_avx512(x, K, row, rb, t, 1, dsn, bn, y + n);
+            break;
+        }
+    }
+}
+
 IG_TARGET_AVX512 IG_INLINE void qgemv_rows_avx512(const float *x, int64_t M, int64_t K,
                                                   const void *W, const ig_dtype t, int64_t n0,
                                                   int64_t n1, const float *bias, float *y,
@@ -268,6 +354,10 @@ IG_TARGET_AVX512 IG_INLINE void qgemv_rows_avx512(const float *x, int64_t M, int
     const size_t rb = ig_dtype_row_bytes(t, K);
     const int64_t nblocks = K / qblock_elems(t);
     const int ahead = qhas_m(t) && nblocks <= QCHUNK; /* one chunk per row: scales a row ahead */
+    if (M == 1 && (ahead || !qhas_m(t))) {
+        qgemv_m1_avx512(x, K, W, t, n0, n1, bias, y);
+        return;
+    }
     float ds[2][2 * QCHUNK];
     if (ahead && n0 < n1)
         scales_avx512((const unsigned char *)W + (size_t)n0 * rb, t, (int)nblocks, ds[0]);
@@ -435,10 +525,48 @@ IG_TARGET_AVX2 IG_INLINE void qrow_avx2(const float *x, int64_t K, const unsigne
     for (int m = 0; m < MB; m++) y[m * ldy] = qhsum8(_mm256_add_ps(acc[m][0], acc[m][1])) + bias;
 }
 
+/* M = 1: two rows of W at once, each with qrow_avx2's two accumulators in its order (bitwise the
+ * single-row result), so that four FMA chains are in flight instead of two (see qrows_m1_avx512).
+ */
+IG_TARGET_AVX2 IG_INLINE void qrows2_m1_avx2(const float *x, int64_t K, const unsigned char *row0,
+                                             size_t rb, const ig_dtype t, const float *bias,
+                                             float *y) {
+    const int be = qblock_elems(t), bb = qblock_bytes(t);
+    const int64_t nblocks = K / be;
+    const int64_t pf_per_block = ((int64_t)(2 * rb + 63) / 64 + nblocks - 1) / nblocks;
+    const char *pf = (const char *)row0 + QGEMV_PF_GROUPS * 2 * rb;
+    __m256 acc[2][2];
+    acc[0][0] = acc[0][1] = acc[1][0] = acc[1][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k += be, row0 += bb) {
+        for (int64_t i = 0; i < pf_per_block; i++, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
+        IG_UNROLL(2)
+        for (int part = 0; part < be / 32; part++) {
+            IG_UNROLL(2)
+            for (int r = 0; r < 2; r++) {
+                const unsigned char *blk = row0 + (size_t)r * rb;
+                __m256 d, mm, w[4];
+                scales8(blk, t, &d, &mm);
+                qdec_avx2(blk, t, part, d, mm, w);
+                IG_UNROLL(4)
+                for (int h = 0; h < 4; h++)
+                    acc[r][h & 1] = _mm256_fmadd_ps(
+                        w[h], _mm256_loadu_ps(x + k + 32 * part + 8 * h), acc[r][h & 1]);
+            }
+        }
+    }
+    IG_UNROLL(2)
+    for (int r = 0; r < 2; r++)
+        y[r] = qhsum8(_mm256_add_ps(acc[r][0], acc[r][1])) + (bias ? bias[r] : 0.0f);
+}
+
 IG_TARGET_AVX2 IG_INLINE void qgemv_rows_avx2(const float *x, int64_t M, int64_t K, const void *W,
                                               const ig_dtype t, int64_t n0, int64_t n1,
                                               const float *bias, float *y, int64_t ldy) {
     size_t rb = ig_dtype_row_bytes(t, K);
+    if (M == 1)
+        for (; n0 + 2 <= n1; n0 += 2)
+            qrows2_m1_avx2(x, K, (const unsigned char *)W + (size_t)n0 * rb, rb, t,
+                           bias ? bias + n0 : NULL, y + n0);
     for (int64_t n = n0; n < n1; n++) {
         const unsigned char *row = (const unsigned char *)W + (size_t)n * rb;
         float b = bias ? bias[n] : 0.0f;
