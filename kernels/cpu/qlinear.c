@@ -112,8 +112,8 @@ QGEMV_WRAP(q8g64, IG_DTYPE_Q8G64)
 /* Prefetch distance of the M = 1 kernels, in groups of rows: the R rows of one step are contiguous
  * bytes; the bytes QGEMV_PF_GROUPS groups ahead are prefetched while a group is computed. Without
  * it the 4-bit kernels consume a cold W at well under the read bandwidth (the hardware prefetcher
- * alone did not keep up; docs/results/compressed_weights.md); 2 to 8 groups
- * measured alike, 1 clearly worse. */
+ * alone did not keep up; docs/results/compressed_weights.md); 2 to 8 groups measured alike, 1
+ * clearly worse. */
 #define QGEMV_PF_GROUPS 2
 
 static inline int qhas_m(ig_dtype t) {
@@ -286,13 +286,14 @@ IG_TARGET_AVX512 IG_INLINE void qrows_m1_avx512(const float *x, int64_t K,
      */
     const size_t span = (size_t)R * rb;
     const int64_t pf_per_block = ((int64_t)(span + 63) / 64 + nblocks - 1) / nblocks;
-    const char *pf = (const char *)row0 + QGEMV_PF_GROUPS * span;
+    uintptr_t pf = (uintptr_t)row0 + QGEMV_PF_GROUPS * span; /* may pass the end of W: an integer */
     __m512 acc[QGEMV_ROWS_M1][2];
     IG_UNROLL(4)
     for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nblocks; b++) {
         const float *xk = x + b * be;
-        for (int64_t i = 0; i < pf_per_block; i++, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
+        for (int64_t i = 0; i < pf_per_block; i++, pf += 64)
+            _mm_prefetch((const char *)pf, _MM_HINT_T0);
         IG_UNROLL(4)
         for (int r = 0; r < R; r++) {
             __m512 w[4];
@@ -534,11 +535,12 @@ IG_TARGET_AVX2 IG_INLINE void qrows2_m1_avx2(const float *x, int64_t K, const un
     const int be = qblock_elems(t), bb = qblock_bytes(t);
     const int64_t nblocks = K / be;
     const int64_t pf_per_block = ((int64_t)(2 * rb + 63) / 64 + nblocks - 1) / nblocks;
-    const char *pf = (const char *)row0 + QGEMV_PF_GROUPS * 2 * rb;
+    uintptr_t pf = (uintptr_t)row0 + QGEMV_PF_GROUPS * 2 * rb; /* as in qrows_m1_avx512 */
     __m256 acc[2][2];
     acc[0][0] = acc[0][1] = acc[1][0] = acc[1][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < K; k += be, row0 += bb) {
-        for (int64_t i = 0; i < pf_per_block; i++, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
+        for (int64_t i = 0; i < pf_per_block; i++, pf += 64)
+            _mm_prefetch((const char *)pf, _MM_HINT_T0);
         IG_UNROLL(2)
         for (int part = 0; part < be / 32; part++) {
             IG_UNROLL(2)
