@@ -10,6 +10,45 @@ void ig_cost_kernel_shape(const ig_model_config *c, char *buf, size_t n) {
     snprintf(buf, n, "%d,%d,%d", c->n_head, c->n_kv_head, c->head_dim);
 }
 
+void ig_cost_matmul_shape(const ig_model_config *c, int rows, char *buf, size_t n) {
+    snprintf(buf, n, "%d,%d,%d,%d,%d,%d,%d,%d", c->d_model, c->n_head * c->head_dim,
+             c->n_kv_head * c->head_dim, c->d_ffn, c->arch == IG_ARCH_OPT ? 2 : 3, c->vocab,
+             c->n_layer, rows);
+}
+
+int ig_cost_hw_matmul_for(const ig_hwprof *p, const ig_model_config *model, int rows,
+                          int f32_weights, ig_cost_hw *hw, char *desc, size_t n) {
+    char want[128];
+    ig_cost_matmul_shape(model, rows, want, sizeof want);
+    int has = p->device.gemm_tflops_layer > 0 && p->device.gemm_tflops_logits > 0;
+    int taken = has && f32_weights && !strcmp(want, p->device.matmul_shape);
+    if (taken) {
+        hw->gemm_flops_layer = p->device.gemm_tflops_layer * 1e12;
+        hw->gemm_flops_logits = p->device.gemm_tflops_logits * 1e12;
+    }
+    if (!desc) return taken;
+    if (taken)
+        snprintf(desc, n,
+                 "measured at the model's shapes %s (d_model,q,kv,ffn,ffn mats,vocab,layers,rows): "
+                 "layer %.3g GFLOPS, logits %.3g GFLOPS",
+                 want, p->device.gemm_tflops_layer * 1e3, p->device.gemm_tflops_logits * 1e3);
+    else if (has && !f32_weights)
+        snprintf(desc, n,
+                 "none: the profile's model-shape rates are for f32 weights; decode matmuls at "
+                 "gemm_tflops_decode (%.3g GFLOPS)",
+                 p->device.gemm_tflops_decode * 1e3);
+    else if (has)
+        snprintf(desc, n,
+                 "none: the profile's matmul rates were measured at shape %s, this point's is %s; "
+                 "decode matmuls at gemm_tflops_decode (%.3g GFLOPS)",
+                 p->device.matmul_shape[0] ? p->device.matmul_shape : "(not given)", want,
+                 p->device.gemm_tflops_decode * 1e3);
+    else
+        snprintf(desc, n, "none in the profile: decode matmuls at gemm_tflops_decode (%.3g GFLOPS)",
+                 p->device.gemm_tflops_decode * 1e3);
+    return taken;
+}
+
 void ig_cost_kernel_rates_desc(const ig_hwprof *p, const ig_model_config *model, int taken,
                                char *buf, size_t n) {
     char want[64] = "";
@@ -98,6 +137,8 @@ void ig_cost_times_of(const ig_cost_traffic *tr, int decode, const ig_cost_hw *h
     out->t[IG_COST_DISK_READ] = ig_cost_transfer_s(tr->disk_read_bytes, hw->disk_read_bw, 0);
     out->t[IG_COST_DISK_WRITE] = ig_cost_transfer_s(tr->disk_write_bytes, hw->disk_write_bw, 0);
     double rate = decode ? hw->gemm_flops_decode : hw->gemm_flops;
+    double shaped = tr->outer ? hw->gemm_flops_logits : hw->gemm_flops_layer;
+    if (decode && shaped > 0) rate = shaped; /* measured at the model's own shapes */
     /* matmuls: a roofline, FLOPs at the measured rate or the weights read at memory bandwidth */
     double mm = div0(tr->gemm_flops, rate), mb = div0(tr->gemm_bytes, hw->dev_bw);
     out->t[IG_COST_COMPUTE] =
@@ -149,6 +190,7 @@ void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_
         ig_tier_kind k = ig_plan_weights(p)->outer.kind;
         if (k != IG_TIER_DEVICE) tr->h2d_bytes = ob;
         if (k == IG_TIER_DISK) tr->disk_read_bytes = ob;
+        tr->outer = 1;
         tr->gemm_flops = 2 * d * c->vocab * B;
         tr->gemm_bytes = (double)c->vocab * (double)ig_plan_row_bytes(o->weight_dtype, c->d_model) *
                          o->wl.num_gpu_batches;

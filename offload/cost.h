@@ -24,6 +24,10 @@ typedef struct ig_cost_hw {
     double attn_enc_bw;    /* attention over group-wise codes decoded in the kernel, same unit */
     double attn_sparse_bw; /* attention over a scattered selection of f32 rows, same unit */
     double select_bw;      /* a speculating policy's selection, partial key bytes/s */
+    /* measured rates of the model's own decode matmuls (hwprof gemm_tflops_layer, _logits, at
+     * its matmul_shape); 0: not measured, gemm_flops_decode */
+    double gemm_flops_layer;  /* a layer's chain of matmuls */
+    double gemm_flops_logits; /* the lm_head */
 } ig_cost_hw;
 
 /* The rates of a profile. The kernel rates are taken only when the profile's kernel_shape is the
@@ -38,6 +42,15 @@ void ig_cost_kernel_rates_desc(const ig_hwprof *p, const ig_model_config *model,
                                char *buf, size_t n);
 /* The kernel_shape string of a model's attention: "n_head,n_kv_head,head_dim". */
 void ig_cost_kernel_shape(const ig_model_config *model, char *buf, size_t n);
+/* The matmul_shape string of a model's decode matmuls at `rows` rows (the GPU batch):
+ * "d_model,q_dim,kv_dim,d_ffn,ffn_mats,vocab,n_layer,rows" (ffn_mats 3 for gated MLPs, 2 for
+ * OPT). */
+void ig_cost_matmul_shape(const ig_model_config *model, int rows, char *buf, size_t n);
+/* Takes the profile's matmul rates into hw when its matmul_shape is that of `model` at `rows` rows
+ * and the weights are f32 (what profile-hw measures); returns 1 when taken, else 0 (hw's
+ * gemm_flops_layer / _logits left 0). `desc` (may be NULL) says in words what was used. */
+int ig_cost_hw_matmul_for(const ig_hwprof *p, const ig_model_config *model, int rows,
+                          int f32_weights, ig_cost_hw *hw, char *desc, size_t n);
 
 typedef enum ig_cost_activity {
     IG_COST_H2D = 0,   /* device <- host */
@@ -62,6 +75,7 @@ typedef struct ig_cost_traffic {
     double attn_host_bytes; /* decode attention on the CPU (cpu_cache_compute) */
     double spec_dev_bytes;  /* speculation: partial key cache bytes read on the device */
     double spec_flops;      /* speculation: partial query matmul */
+    int outer;              /* the outer tensors (lm_head), not a layer */
 } ig_cost_traffic;
 
 typedef struct ig_cost_times {

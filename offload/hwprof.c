@@ -57,6 +57,9 @@ static const ig_yfield device_fields[] = {
     F_NUM("attn_sparse_gbps", ig_hwprof, device.attn_sparse_gbps, 0, POS),
     F_NUM("select_gbps", ig_hwprof, device.select_gbps, 0, POS),
     F_STR("kernel_shape", ig_hwprof, device.kernel_shape, 0),
+    F_NUM("gemm_tflops_layer", ig_hwprof, device.gemm_tflops_layer, 0, POS),
+    F_NUM("gemm_tflops_logits", ig_hwprof, device.gemm_tflops_logits, 0, POS),
+    F_STR("matmul_shape", ig_hwprof, device.matmul_shape, 0),
     F_END,
 };
 
@@ -228,6 +231,11 @@ ig_status ig_hwprof_save(const ig_hwprof *p, const char *path, const char *comme
         put_num(f, "  ", "attn_sparse_gbps", p->device.attn_sparse_gbps);
     if (p->device.select_gbps > 0) put_num(f, "  ", "select_gbps", p->device.select_gbps);
     if (p->device.kernel_shape[0]) put_str(f, "  ", "kernel_shape", p->device.kernel_shape);
+    if (p->device.gemm_tflops_layer > 0)
+        put_num(f, "  ", "gemm_tflops_layer", p->device.gemm_tflops_layer);
+    if (p->device.gemm_tflops_logits > 0)
+        put_num(f, "  ", "gemm_tflops_logits", p->device.gemm_tflops_logits);
+    if (p->device.matmul_shape[0]) put_str(f, "  ", "matmul_shape", p->device.matmul_shape);
     fprintf(f, "host:\n");
     put_num(f, "  ", "memory_gib", p->host.memory_gib);
     if (p->host.n_numa > 0) {

@@ -43,6 +43,13 @@ typedef struct ig_hwprof {
          */
         double attn_gbps, attn_int4_gbps, attn_sparse_gbps, select_gbps;
         char kernel_shape[IG_HWPROF_NAME_MAX];
+        /* Optional rates of one model's decode matmuls, f32 weights, at that model's own shapes
+         * (matmul_shape "d_model,q_dim,kv_dim,d_ffn,ffn_mats,vocab,n_layer,rows", free text): the
+         * layers' chain of matmuls (gemm_tflops_layer) and the logits (lm_head,
+         * gemm_tflops_logits); 0 when absent, and the cost model then uses gemm_tflops_decode for
+         * both. */
+        double gemm_tflops_layer, gemm_tflops_logits;
+        char matmul_shape[IG_HWPROF_NAME_MAX];
     } device;
     struct {
         double memory_gib;

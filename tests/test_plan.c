@@ -44,7 +44,10 @@ static int prof_equal(const ig_hwprof *a, const ig_hwprof *b) {
         a->device.attn_int4_gbps == b->device.attn_int4_gbps &&
         a->device.attn_sparse_gbps == b->device.attn_sparse_gbps &&
         a->device.select_gbps == b->device.select_gbps &&
-        !strcmp(a->device.kernel_shape, b->device.kernel_shape);
+        !strcmp(a->device.kernel_shape, b->device.kernel_shape) &&
+        a->device.gemm_tflops_layer == b->device.gemm_tflops_layer &&
+        a->device.gemm_tflops_logits == b->device.gemm_tflops_logits &&
+        !strcmp(a->device.matmul_shape, b->device.matmul_shape);
     for (int i = 0; ok && i < a->host.n_numa; i++)
         ok = a->host.numa[i].os_index == b->host.numa[i].os_index &&
              a->host.numa[i].memory_gib == b->host.numa[i].memory_gib;
@@ -90,6 +93,9 @@ static void test_profile_roundtrip(void) {
     c.device.attn_sparse_gbps = 2.5;
     c.device.select_gbps = 9.25;
     snprintf(c.device.kernel_shape, sizeof c.device.kernel_shape, "9,3,64");
+    c.device.gemm_tflops_layer = 0.078 / 7;
+    c.device.gemm_tflops_logits = 1e-4;
+    snprintf(c.device.matmul_shape, sizeof c.device.matmul_shape, "576,576,192,1536,3,49152,30,8");
     char path[4200];
     snprintf(path, sizeof path, "%s/rt-odd.yaml", ig_test_tmpdir());
     CU_ASSERT_EQUAL(ig_hwprof_save(&c, path, NULL, &err), IG_OK);
@@ -129,6 +135,8 @@ static void test_profile_roundtrip(void) {
     CU_ASSERT_EQUAL(b.has_disk, 0);
     CU_ASSERT(b.device.attn_gbps == 0 && b.device.attn_int4_gbps == 0 && b.device.select_gbps == 0);
     CU_ASSERT_STRING_EQUAL(b.device.kernel_shape, "");
+    CU_ASSERT(b.device.gemm_tflops_layer == 0 && b.device.gemm_tflops_logits == 0);
+    CU_ASSERT_STRING_EQUAL(b.device.matmul_shape, "");
     ig_machine m;
     ig_hwprof_to_machine(&b, &m);
     CU_ASSERT_EQUAL(m.device_bytes, (size_t)16 << 30);
@@ -707,6 +715,81 @@ static void test_kernel_rates(void) {
     ig_plan_free(pl);
 }
 
+/* The decode matmul rates of a profile measured at one model's own shapes: taken only for that
+ * model at that GPU batch with f32 weights, said so in words; a layer's decode matmuls at the layer
+ * rate and the logits at theirs, prefill at the prefill rate (hand calculations). */
+static void test_matmul_rates(void) {
+    static ig_hwprof p;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_hwprof_open("a6000-pcie3", &p, &err), IG_OK);
+    ig_model_config c = shape_cfg("smollm2-135m");
+    char buf[512];
+    ig_cost_matmul_shape(&c, 8, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "576,576,192,1536,3,49152,30,8");
+    ig_model_config opt = shape_cfg("opt-6.7b");
+    ig_cost_matmul_shape(&opt, 1, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "4096,4096,4096,16384,2,50272,32,1");
+    ig_cost_hw hw;
+    ig_cost_hw_from_profile(&p, &hw);
+    CU_ASSERT_EQUAL(ig_cost_hw_matmul_for(&p, &c, 8, 1, &hw, buf, sizeof buf), 0);
+    CU_ASSERT(hw.gemm_flops_layer == 0 && hw.gemm_flops_logits == 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "none in the profile"));
+    p.device.gemm_tflops_layer = 0.08;
+    p.device.gemm_tflops_logits = 0.05;
+    snprintf(p.device.matmul_shape, sizeof p.device.matmul_shape, "576,576,192,1536,3,49152,30,8");
+    CU_ASSERT_EQUAL(ig_cost_hw_matmul_for(&p, &c, 8, 1, &hw, buf, sizeof buf), 1);
+    IG_ASSERT_NEAR(hw.gemm_flops_layer, 8e10, 1e-3);
+    IG_ASSERT_NEAR(hw.gemm_flops_logits, 5e10, 1e-3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "layer 80 GFLOPS, logits 50 GFLOPS"));
+    ig_cost_hw_from_profile(&p, &hw); /* another batch, f16 weights, another model: not taken */
+    CU_ASSERT_EQUAL(ig_cost_hw_matmul_for(&p, &c, 4, 1, &hw, buf, sizeof buf), 0);
+    CU_ASSERT(hw.gemm_flops_layer == 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "this point's is 576,576,192,1536,3,49152,30,4"));
+    CU_ASSERT_EQUAL(ig_cost_hw_matmul_for(&p, &c, 8, 0, &hw, buf, sizeof buf), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "f32 weights"));
+    CU_ASSERT_EQUAL(ig_cost_hw_matmul_for(&p, &opt, 8, 1, &hw, NULL, 0), 0);
+    CU_ASSERT(hw.gemm_flops_layer == 0 && hw.gemm_flops_logits == 0);
+
+    /* times: 1 GFLOP of matmuls reading 1 MB of weights, nothing else */
+    memset(&hw, 0, sizeof hw);
+    hw.gemm_flops = 1e12;
+    hw.gemm_flops_decode = 1e11;
+    hw.dev_bw = 1e12;
+    hw.host_bw = 1e11;
+    ig_cost_traffic tr;
+    memset(&tr, 0, sizeof tr);
+    tr.gemm_flops = 1e9;
+    tr.gemm_bytes = 1e6;
+    ig_cost_times t;
+    ig_cost_times_of(&tr, 1, &hw, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e-2, 1e-12); /* not measured: the decode rate */
+    hw.gemm_flops_layer = 5e10;
+    hw.gemm_flops_logits = 2.5e10;
+    ig_cost_times_of(&tr, 1, &hw, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 2e-2, 1e-12); /* a layer at the layer rate */
+    ig_cost_times_of(&tr, 0, &hw, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e-3, 1e-12); /* prefill: the prefill rate */
+    tr.outer = 1;
+    ig_cost_times_of(&tr, 1, &hw, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 4e-2, 1e-12); /* the logits at theirs */
+    tr.gemm_bytes = 1e11; /* a roofline still: 100 GB at 1 TB/s outlasts the FLOPs */
+    ig_cost_times_of(&tr, 1, &hw, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 0.1, 1e-12);
+    /* a plan's outer traffic is marked, a layer's is not */
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = one_layer_cfg();
+    o.wl = (ig_workload){100, 11, 4, 2};
+    ig_machine m = {.device_bytes = (size_t)1 << 30, .n_numa = 1, .numa_bytes = {(size_t)1 << 30}};
+    ig_plan *pl = NULL;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &pl, &err), IG_OK);
+    ig_cost_layer_traffic(pl, -1, 1, 200, &tr);
+    CU_ASSERT_EQUAL(tr.outer, 1);
+    ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
+    CU_ASSERT_EQUAL(tr.outer, 0);
+    ig_plan_free(pl);
+}
+
 /* OPT-6.7B, a 512 + 32 token workload at batch 1, on the a6000-pcie3 profile with its GPU memory
  * cut to gib GiB (a small GPU, so that placements matter): options, machine and rates. */
 static void opt67_small_gpu(double gib, ig_plan_opts *o, ig_machine *m, ig_cost_hw *rates) {
@@ -1009,12 +1092,39 @@ static void test_cli(void) {
     CU_ASSERT(hw.device.attn_gbps > 0 && hw.device.attn_int4_gbps > 0 &&
               hw.device.attn_sparse_gbps > 0 && hw.device.select_gbps > 0);
     CU_ASSERT_STRING_EQUAL(hw.device.kernel_shape, "9,3,64");
+    CU_ASSERT(hw.device.gemm_tflops_layer == 0 && hw.device.matmul_shape[0] == 0);
+    /* with a matmul shape: the model's decode matmuls at its own shapes */
+    snprintf(
+        args, sizeof args,
+        "profile-hw --quick --kernel-shape 9,3,64 --matmul-shape 576,576,192,1536,3,49152,30,2 "
+        "--out '%s' --disk-dir '%s'",
+        out, ig_test_tmpdir());
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_EQUAL(ig_hwprof_load(out, &hw, &err), IG_OK);
+    CU_ASSERT(hw.device.gemm_tflops_layer > 0 && hw.device.gemm_tflops_logits > 0);
+    CU_ASSERT_STRING_EQUAL(hw.device.matmul_shape, "576,576,192,1536,3,49152,30,2");
+    CU_ASSERT(hw.device.attn_gbps > 0);
     /* igen plan of that shape uses them and says so */
-    snprintf(args, sizeof args, "plan --shape smollm2-135m --hardware '%s' --gpu-batch 2 --json",
+    snprintf(args, sizeof args,
+             "plan --shape smollm2-135m --weight-dtype f32 --hardware '%s' --gpu-batch 2 --json",
              out);
     run(r, args);
     CU_ASSERT_EQUAL(r->status, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "\"kernel_rates\":\"measured at shape 9,3,64"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "\"matmul_rates\":\"measured at the model's shapes"));
+    snprintf(args, sizeof args,
+             "plan --shape smollm2-135m --weight-dtype f16 --hardware '%s' --gpu-batch 2 --json",
+             out);
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "\"matmul_rates\":\"none: the profile's model-shape"));
+    snprintf(args, sizeof args,
+             "plan --shape smollm2-135m --weight-dtype f32 --hardware '%s' --gpu-batch 4 --json",
+             out);
+    run(r, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->out, "this point's is 576,576,192,1536,3,49152,30,4"));
     snprintf(args, sizeof args, "plan --shape opt-6.7b --hardware '%s' --gpu-batch 2 --json", out);
     run(r, args);
     CU_ASSERT_EQUAL(r->status, 0);
@@ -1023,6 +1133,13 @@ static void test_cli(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(args, sizeof args, "profile-hw --quick --kernel-shape %s", bad[i]);
         expect_cli_error(r, args, "--kernel-shape");
+    }
+    const char *badm[] = {"576,576,192,1536,3,49152,8",    "576,576,192,1536,4,49152,30,8",
+                          "576,576,192,1536,3,49152,30,0", "576,576,192,1536,3,49152,30,8x",
+                          "0,576,192,1536,3,49152,30,8",   "65536,576,192,1536,3,1048576,30,8"};
+    for (size_t i = 0; i < sizeof badm / sizeof badm[0]; i++) {
+        snprintf(args, sizeof args, "profile-hw --quick --matmul-shape %s", badm[i]);
+        expect_cli_error(r, args, "--matmul-shape");
     }
     /* the measured profile plans the default model's shape */
     snprintf(args, sizeof args, "plan --shape smollm2-135m --hardware '%s' --gpu-batch 2", out);
@@ -1105,6 +1222,7 @@ void ig_test_register(void) {
     CU_add_test(s, "numa", test_numa);
     CU_add_test(s, "cost_by_hand", test_cost_by_hand);
     CU_add_test(s, "kernel_rates", test_kernel_rates);
+    CU_add_test(s, "matmul_rates", test_matmul_rates);
     CU_add_test(s, "fetch_profile", test_fetch_profile);
     CU_add_test(s, "search", test_search);
     CU_add_test(s, "compressed_weights", test_compressed_weights);

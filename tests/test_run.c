@@ -476,6 +476,12 @@ static void test_shipped_configs(void) {
             !strcmp(json_object_get_string(md), "measured")) {
             n_measured++;
             CU_ASSERT(metric(rs.r[i], "ppl") > 1);
+        } else { /* the profile's decode matmuls were timed at the model's shapes, batch 2 */
+            json_object *mx, *mr;
+            CU_ASSERT(json_object_object_get_ex(rs.r[i], "metrics", &mx) &&
+                      json_object_object_get_ex(mx, "matmul_rates", &mr) &&
+                      strstr(json_object_get_string(mr),
+                             "measured at the model's shapes 576,576,192,1536,3,49152,30,2"));
         }
     }
     CU_ASSERT_EQUAL(n_measured, 8);

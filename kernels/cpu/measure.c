@@ -227,6 +227,64 @@ static float lcg_unit(uint32_t *s) { /* in [-1, 1) */
     return (float)(lcg_next(s) >> 8) * (2.0f / 16777216.0f) - 1.0f;
 }
 
+int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, int n_mats, int sets,
+                                int tail_out, int tail_in, int reps, double *chain_gflops,
+                                double *tail_gflops) {
+    *chain_gflops = *tail_gflops = 0;
+    if (M <= 0 || M > 4096 || !out || !in || n_mats <= 0 || n_mats > 16 || sets <= 0 ||
+        sets > 4096 || tail_out <= 0 || tail_in <= 0 || tail_out > (1 << 21) || tail_in > (1 << 20))
+        return -1;
+    size_t maxdim = (size_t)(tail_out > tail_in ? tail_out : tail_in), per_set = 0;
+    double flops = 0, tflops = 2.0 * M * (double)tail_out * (double)tail_in;
+    for (int i = 0; i < n_mats; i++) {
+        if (out[i] <= 0 || in[i] <= 0 || out[i] > (1 << 20) || in[i] > (1 << 20)) return -1;
+        if ((size_t)out[i] > maxdim) maxdim = (size_t)out[i];
+        if ((size_t)in[i] > maxdim) maxdim = (size_t)in[i];
+        per_set += (size_t)out[i] * (size_t)in[i];
+        flops += 2.0 * M * (double)out[i] * (double)in[i];
+    }
+    size_t tail = (size_t)tail_out * (size_t)tail_in;
+    if (((double)per_set * sets + (double)tail) * sizeof(float) > 8.0 * 1073741824.0) return -1;
+    if (reps < 1) reps = 1;
+    if (reps > MEASURE_REPS_MAX) reps = MEASURE_REPS_MAX;
+    double rate[MEASURE_REPS_MAX], trate[MEASURE_REPS_MAX];
+    float *x = ig_aligned_alloc((size_t)M * maxdim * sizeof(float), NULL);
+    float *y = ig_aligned_alloc((size_t)M * maxdim * sizeof(float), NULL);
+    float *w = ig_aligned_alloc((per_set * (size_t)sets + tail) * sizeof(float), NULL);
+    int rc = -1;
+    if (x && y && w) {
+        for (size_t i = 0; i < (size_t)M * maxdim; i++) x[i] = (float)(i % 13) * 0.01f;
+        for (size_t i = 0; i < per_set * (size_t)sets + tail; i++) w[i] = (float)(i % 7) * 0.01f;
+        for (int r = -1; r < reps; r++) {
+            double t0 = ig_time_s();
+            const float *ws = w;
+            for (int s = 0; s < sets; s++)
+                for (int i = 0; i < n_mats; i++) {
+                    /* each matrix's input is the previous one's output, as in a layer */
+                    const float *src = (i & 1) ? y : x;
+                    float *dst = (i & 1) ? x : y;
+                    ig_cpu_linear(src, M, in[i], ws, IG_DTYPE_F32, out[i], NULL, dst);
+                    ws += (size_t)out[i] * (size_t)in[i];
+                }
+            double t1 = ig_time_s();
+            ig_cpu_linear(x, M, tail_in, ws, IG_DTYPE_F32, tail_out, NULL, y);
+            double t2 = ig_time_s();
+            if (r >= 0) {
+                rate[r] = flops * sets / (t1 - t0) * 1e-9;
+                trate[r] = tflops / (t2 - t1) * 1e-9;
+            }
+        }
+        g_sink = x[0] + y[0];
+        *chain_gflops = median_of(rate, reps);
+        *tail_gflops = median_of(trate, reps);
+        rc = 0;
+    }
+    free(x);
+    free(y);
+    free(w);
+    return rc;
+}
+
 double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs, int64_t rows,
                                      int stride, int enc_bits, int reps) {
     if (n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head || hd <= 0 || hd > 1024 ||

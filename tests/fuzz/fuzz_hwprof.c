@@ -17,7 +17,11 @@ static int same(const ig_hwprof *a, const ig_hwprof *b) {
         a->device.gemm_tflops != b->device.gemm_tflops ||
         a->device.gemm_tflops_decode != b->device.gemm_tflops_decode ||
         a->device.mem_bandwidth_gbps != b->device.mem_bandwidth_gbps ||
-        a->device.numa_node != b->device.numa_node)
+        a->device.numa_node != b->device.numa_node ||
+        a->device.gemm_tflops_layer != b->device.gemm_tflops_layer ||
+        a->device.gemm_tflops_logits != b->device.gemm_tflops_logits ||
+        strcmp(a->device.kernel_shape, b->device.kernel_shape) ||
+        strcmp(a->device.matmul_shape, b->device.matmul_shape))
         return 0;
     if (a->host.memory_gib != b->host.memory_gib || a->host.n_numa != b->host.n_numa ||
         a->host.cpu_gflops != b->host.cpu_gflops ||

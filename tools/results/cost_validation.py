@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Cost model vs measurement on this machine (the CPU backend), in one run.
 
-1. `igen profile-hw --kernel-shape 9,3,64` measures this machine into a profile, with the decode
-   kernels (attention over f32 and 4-bit rows, InfiniGen's selection) timed at SmolLM2-135M's
-   attention shape; its link section is then set to the link model used for the runs (so the
+1. `igen profile-hw --kernel-shape 9,3,64 --matmul-shape 576,576,192,1536,3,49152,30,B` measures
+   this machine into a profile, with the decode kernels (attention over f32 and 4-bit rows,
+   InfiniGen's selection) timed at SmolLM2-135M's attention shape and its decode matmuls at its own
+   shapes at batch B (a layer's chain and the logits, f32 weights); its link section is then set to the link model used for the runs (so the
    model and the run see the same link).
 2. For 3 placements x 3 prompt lengths (batch B, G generated tokens), the cost model's decode step
    time (`igen plan ... --json`, cost.decode_step_s) is compared with the measured one
@@ -29,6 +30,7 @@ Placements (FlexGen percentages W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU):
 Usage: tools/results/cost_validation.py [--batch 8] [--gen-len 16] [--prompts 256,1024,2048]
                                         [--link 4] [--policies full,int4,h2o,infinigen]
                                         [--rounds 3] [--kernel-shape 9,3,64]
+                                        [--matmul-shape auto]
                                         [--igen build/igen] [--out docs/results]
 """
 import argparse
@@ -65,6 +67,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="runs of every setting, interleaved; the median counts")
     ap.add_argument("--kernel-shape", default="9,3,64",
                     help="attention shape (heads,KV heads,head dim) of the model, for profile-hw ('' : none)")
+    ap.add_argument("--matmul-shape", default="auto",
+                    help="decode matmul shape for profile-hw (D,Q,KV,FF,NF,V,L,M; auto: SmolLM2-135M "
+                         "at --batch; '' : none)")
     ap.add_argument("--igen", default=os.path.join(REPO, "build", "igen"))
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results"))
     args = ap.parse_args()
@@ -86,7 +91,9 @@ def main():
     prof = os.path.join(REPO, "results", "cost_validation_profile.yaml")
     print("profiling this machine (igen profile-hw) ...", file=sys.stderr)
     subprocess.run([args.igen, "profile-hw", "--out", prof] +
-                   (["--kernel-shape", args.kernel_shape] if args.kernel_shape else []),
+                   (["--kernel-shape", args.kernel_shape] if args.kernel_shape else []) +
+                   (["--matmul-shape", args.matmul_shape if args.matmul_shape != "auto"
+                     else f"576,576,192,1536,3,49152,30,{args.batch}"] if args.matmul_shape else []),
                    check=True, capture_output=True)
     text = open(prof).read()
     for key in ("h2d_gbps", "d2h_gbps"):
@@ -125,7 +132,8 @@ def main():
                    "link_gbps": None if st["placement"] == "device" else args.link,
                    "predicted_step_s": pred, "measured_step_s": got, "measured_step_s_runs":
                    [m["decode_s"] / args.gen_len for m in st["runs"]], "ratio": got / pred,
-                   "kernel_rates": st["plan"].get("kernel_rates"), "plan_cost": st["plan"]["cost"],
+                   "kernel_rates": st["plan"].get("kernel_rates"),
+                   "matmul_rates": st["plan"].get("matmul_rates"), "plan_cost": st["plan"]["cost"],
                    "measured": st["runs"]}
             records.append(rec)
             f.write(json.dumps(rec) + "\n")
@@ -141,6 +149,8 @@ def main():
         "range beside it). Raw records in `cost_model_cpu.jsonl`.",
         "",
         f"Decode-kernel rates used by the model: {records[0]['kernel_rates'] if records else '-'}.",
+        "",
+        f"Decode matmul rates used by the model: {records[0].get('matmul_rates') if records else '-'}.",
         "",
         "| placement | --percent | prompt | predicted ms/step | measured ms/step (median) | range | measured / predicted |",
         "|---|---|---|---|---|---|---|",

@@ -494,6 +494,14 @@ int ig_cmd_plan(int argc, char **argv) {
     char kernel_rates[512];
     ig_cost_kernel_rates_desc(hw, &o.model, ig_cost_hw_from_profile_for(hw, &o.model, &rates),
                               kernel_rates, sizeof kernel_rates);
+    /* the model-shape matmul rates hold at one GPU batch: not for a search that varies it */
+    char matmul_rates[512];
+    if (search && !gb_given)
+        snprintf(matmul_rates, sizeof matmul_rates,
+                 "none: the search varies the GPU batch; decode matmuls at gemm_tflops_decode");
+    else
+        ig_cost_hw_matmul_for(hw, &o.model, o.wl.gpu_batch_size, o.weight_dtype == IG_PLAN_F32,
+                              &rates, matmul_rates, sizeof matmul_rates);
 
     int rc = IG_EXIT_ERROR;
     ig_plan *p = NULL;
@@ -536,6 +544,7 @@ int ig_cmd_plan(int argc, char **argv) {
         json_object_object_add(jo, "fetch_fraction", json_object_new_double(o.fetch_fraction));
         json_object_object_add(jo, "fetch_source", json_object_new_string(o.fetch_source));
         json_object_object_add(jo, "kernel_rates", json_object_new_string(kernel_rates));
+        json_object_object_add(jo, "matmul_rates", json_object_new_string(matmul_rates));
         json_object_object_add(jo, "partial_ratio", json_object_new_double(o.partial_ratio));
         json_object_object_add(jo, "cpu_cache_compute",
                                json_object_new_boolean(o.cpu_cache_compute));

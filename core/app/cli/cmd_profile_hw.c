@@ -41,6 +41,17 @@ static void help(void) {
         "                    rows and partial keys at these rates for models of this shape;\n"
         "                    without it, at memory bandwidth). igen run's 'hardware: this'\n"
         "                    passes the experiment model's shape.\n"
+        "  --matmul-shape D,Q,KV,FF,NF,V,L,M\n"
+        "                    also time one model's decode matmuls at its own shapes, f32\n"
+        "                    weights, M rows (the GPU batch): a layer's chain (q: Q x D,\n"
+        "                    k and v: KV x D, o: D x Q, NF = 3: gate, up FF x D and down\n"
+        "                    D x FF; NF = 2: fc1, fc2 as OPT) over L copies of the layer\n"
+        "                    (fewer if they pass 4 GiB), then the logits (V x D), a step's\n"
+        "                    working set; e.g. 576,576,192,1536,3,49152,30,8 for\n"
+        "                    SmolLM2-135M at batch 8. The\n"
+        "                    cost model prices that model's decode matmuls at these rates\n"
+        "                    (small shapes stream slower than the one large decode shape).\n"
+        "                    igen run's 'hardware: this' passes the first point's shape.\n"
         "  -h, --help        this help\n");
 }
 
@@ -138,7 +149,7 @@ static int numa_nodes(ig_hwprof *p) {
 }
 
 int ig_cmd_profile_hw(int argc, char **argv) {
-    enum { O_OUT = IG_OPT_FIRST_FREE, O_DIR, O_QUICK, O_NAME, O_THREADS, O_SHAPE };
+    enum { O_OUT = IG_OPT_FIRST_FREE, O_DIR, O_QUICK, O_NAME, O_THREADS, O_SHAPE, O_MSHAPE };
     static const struct option longopts[] = {
         {"out", required_argument, NULL, O_OUT},
         {"disk-dir", required_argument, NULL, O_DIR},
@@ -146,11 +157,13 @@ int ig_cmd_profile_hw(int argc, char **argv) {
         {"name", required_argument, NULL, O_NAME},
         {"threads", required_argument, NULL, O_THREADS},
         {"kernel-shape", required_argument, NULL, O_SHAPE},
+        {"matmul-shape", required_argument, NULL, O_MSHAPE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *out = NULL, *dir = NULL, *name = NULL;
     int quick = 0, opt, kh = 0, kkv = 0, khd = 0;
+    int md = 0, mq = 0, mkv = 0, mff = 0, mnf = 0, mv = 0, ml = 0, mm = 0;
     long v;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -183,6 +196,24 @@ int ig_cmd_profile_hw(int argc, char **argv) {
                         "igen profile-hw: --kernel-shape '%s': expected H,KVH,HD (query heads, "
                         "KV heads dividing them, at most 64 KV heads and 16 query heads per KV "
                         "head, head dim 1..1024), e.g. 9,3,64\n",
+                        optarg);
+                return IG_EXIT_ERROR;
+            }
+            break;
+        }
+        case O_MSHAPE: {
+            char tail = 0;
+            if (sscanf(optarg, "%d,%d,%d,%d,%d,%d,%d,%d%c", &md, &mq, &mkv, &mff, &mnf, &mv, &ml,
+                       &mm, &tail) != 8 ||
+                md < 1 || md > 65536 || mq < 1 || mq > 65536 || mkv < 1 || mkv > 65536 || mff < 1 ||
+                mff > 262144 || (mnf != 2 && mnf != 3) || mv < 1 || mv > 1048576 || ml < 1 ||
+                ml > 4096 || mm < 1 || mm > 4096 || 4.0 * mv * md > 2.0 * 1073741824.0) {
+                fprintf(stderr,
+                        "igen profile-hw: --matmul-shape '%s': expected D,Q,KV,FF,NF,V,L,M "
+                        "(d_model, query dim, KV dim, FFN dim, FFN matrices 2 or 3, vocabulary, "
+                        "layers, rows 1..4096; dims 1..65536, FFN up to 262144, vocabulary up to "
+                        "1048576, layers up to 4096, the lm_head at most 2 GiB in f32), e.g. "
+                        "576,576,192,1536,3,49152,30,8\n",
                         optarg);
                 return IG_EXIT_ERROR;
             }
@@ -288,6 +319,36 @@ int ig_cmd_profile_hw(int argc, char **argv) {
         p->device.select_gbps = sel;
         snprintf(p->device.kernel_shape, sizeof p->device.kernel_shape, "%d,%d,%d", kh, kkv, khd);
     }
+    /* the model's decode matmuls at its own shapes and with a step's working set: a layer's chain
+     * over one copy per layer of the model (fewer when they would pass 4 GiB), then the logits;
+     * medians of 9 passes */
+    double g_layer = 0, g_logits = 0;
+    int lsets = 0;
+    if (mm > 0) {
+        int outs[7] = {mq, mkv, mkv, md, mff, mff, md}, ins[7] = {md, md, md, mq, md, md, mff};
+        int nm = 7;
+        if (mnf == 2) { /* fc1 FF x D, fc2 D x FF */
+            outs[5] = md;
+            ins[5] = mff;
+            nm = 6;
+        }
+        double lb = 0;
+        for (int i = 0; i < nm; i++) lb += 4.0 * outs[i] * ins[i];
+        double cap = (quick ? 32.0 : 4096.0) * 1048576 - 4.0 * mv * md;
+        lsets = clampi(floor(cap / lb), 1, ml);
+        if (ig_cpu_measure_step_matmuls(mm, outs, ins, nm, lsets, mv, md, quick ? 3 : 9, &g_layer,
+                                        &g_logits) != 0 ||
+            !(g_layer > 0 && g_logits > 0)) {
+            fprintf(stderr, "igen profile-hw: --matmul-shape: the matmul measurement failed (out "
+                            "of memory, or more than 8 GiB of weights?)\n");
+            free(p);
+            return IG_EXIT_ERROR;
+        }
+        p->device.gemm_tflops_layer = g_layer / 1000;
+        p->device.gemm_tflops_logits = g_logits / 1000;
+        snprintf(p->device.matmul_shape, sizeof p->device.matmul_shape, "%d,%d,%d,%d,%d,%d,%d,%d",
+                 md, mq, mkv, mff, mnf, mv, ml, mm);
+    }
     numa_nodes(p);
     snprintf(p->device.name, sizeof p->device.name, "CPU (%d threads, %s)", ig_cpu_get_threads(),
              ig_cpu_simd_name());
@@ -310,7 +371,7 @@ int ig_cmd_profile_hw(int argc, char **argv) {
     snprintf(p->description, sizeof p->description,
              "measured by igen profile-hw%s on %.100s, %s, %d threads", quick ? " --quick" : "",
              host, date, ig_cpu_get_threads());
-    char kern[1024] = "";
+    char kern[1536] = "";
     if (kh > 0)
         snprintf(kern, sizeof kern,
                  "\nattn_gbps / attn_int4_gbps: igen's decode attention (ig_cpu_attention_gather) "
@@ -324,7 +385,17 @@ int ig_cmd_profile_hw(int argc, char **argv) {
                  "scores over %d f16 columns, threshold counts, top 20%%) over %d x %lld entries, "
                  "in GB/s of partial keys.",
                  s32, s4, (long long)arows, ssp, kc, ssel, (long long)srows);
-    char comment[3072];
+    if (mm > 0) {
+        size_t kl = strlen(kern);
+        snprintf(kern + kl, sizeof kern - kl,
+                 "\ngemm_tflops_layer / gemm_tflops_logits: igen's f32 linear kernel at "
+                 "matmul_shape (d_model, q, kv,\n"
+                 "ffn, ffn matrices, vocab, layers, rows): one layer's matmuls in order over %d "
+                 "copies of the layer, then\n"
+                 "the logits, as a decode step streams them (median of passes).",
+                 lsets);
+    }
+    char comment[4096];
     snprintf(comment, sizeof comment,
              "Hardware profile of this machine for igen's CPU backend, written by igen "
              "profile-hw%s.\n"
@@ -370,6 +441,9 @@ int ig_cmd_profile_hw(int argc, char **argv) {
             printf("device     %s: linear kernel %.1f GFLOPS (prefill shape), %.1f GFLOPS (decode "
                    "shape)\n",
                    p->device.name, g_pre, g_dec);
+            if (mm > 0)
+                printf("matmuls    at %s: %.1f GFLOPS (a layer), %.1f GFLOPS (logits)\n",
+                       p->device.matmul_shape, g_layer, g_logits);
             printf("memory     read %.2f GB/s, copy %.2f GB/s; %.1f GiB in %d NUMA node(s)\n",
                    rd_bw, cp_bw, p->host.memory_gib, p->host.n_numa);
             printf("disk       %s: read %.2f GB/s, write %.2f GB/s%s, %.0f GiB free\n", dir, drd,

@@ -623,12 +623,16 @@ static ig_status this_profile(const ig_exp_point *pt, const ig_model_config *mod
         const char *quick = getenv("IGEN_PROFILE_HW_QUICK");
         /* the decode kernels at the model's attention shape (the first point's: a point of
          * another shape gets memory bandwidth, as its record says) */
-        char shp[64];
+        char shp[64], msh[128];
         ig_cost_kernel_shape(model, shp, sizeof shp);
-        char *argv[10] = {self, "profile-hw", "--out", path, "--kernel-shape",
-                          shp,  NULL,         NULL,    NULL, NULL};
+        /* and its decode matmuls at its own shapes, at the first point's GPU batch */
+        int gbs = pt->gpu_batch_size > 0 ? pt->gpu_batch_size : pt->batch;
+        ig_cost_matmul_shape(model, gbs, msh, sizeof msh);
+        char *argv[12] = {
+            self, "profile-hw", "--out", path, "--kernel-shape", shp, "--matmul-shape", msh,
+            NULL, NULL,         NULL,    NULL};
         char th[32];
-        int k = 6;
+        int k = 8;
         if (quick && !strcmp(quick, "1")) argv[k++] = "--quick";
         if (pt->threads > 0) {
             snprintf(th, sizeof th, "%d", pt->threads);
@@ -709,9 +713,11 @@ static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err)
     st = ig_cli_policy_cost(pt->policy, pt->settings, pt->n_settings, &o, err);
     if (st == IG_OK) st = ig_plan_create(&o, &mach, &plan, err);
     ig_cost_hw rates;
-    char kernel_rates[512];
+    char kernel_rates[512], matmul_rates[512];
     ig_cost_kernel_rates_desc(hw, &o.model, ig_cost_hw_from_profile_for(hw, &o.model, &rates),
                               kernel_rates, sizeof kernel_rates);
+    ig_cost_hw_matmul_for(hw, &o.model, gbs, o.weight_dtype == IG_PLAN_F32, &rates, matmul_rates,
+                          sizeof matmul_rates);
     ig_cost_result c;
     if (st == IG_OK) st = ig_cost_estimate(plan, &rates, &c, err);
     if (st != IG_OK) goto out;
@@ -724,6 +730,7 @@ static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err)
     put_d(mx, "kv_read_fraction", ig_cost_fetch_fraction(&o, pt->prompt_len + 0.5 * pt->gen_len));
     json_object_object_add(mx, "fetch_source", json_object_new_string(o.fetch_source));
     json_object_object_add(mx, "kernel_rates", json_object_new_string(kernel_rates));
+    json_object_object_add(mx, "matmul_rates", json_object_new_string(matmul_rates));
     if (pt->metric_bytes) { /* per decode step, all layers */
         double L = shape.config.n_layer;
         put_d(mx, "h2d_bytes_per_step", L * c.decode_traffic.h2d_bytes);
