@@ -158,6 +158,26 @@ ig_status ig_be_linear(ig_be *be, const float *x, int64_t M, int64_t K, const vo
     return be->iface->linear(be, x, M, K, W, wt, N, bias, y, err);
 }
 
+ig_status ig_be_linear_multi(ig_be *be, const float *x, int64_t M, int64_t K, ig_dtype wt,
+                             const ig_be_linear_part *parts, int n_parts, ig_error *err) {
+    CHECK(n_parts >= 1 && n_parts <= IG_BE_LINEAR_MULTI_MAX && parts,
+          "linear_multi: %d matrices (1..%d)", n_parts, IG_BE_LINEAR_MULTI_MAX);
+    CHECK(M >= 0 && K > 0, "linear_multi: M=%lld K=%lld", (long long)M, (long long)K);
+    CHECK(wt == IG_DTYPE_F32 || wt == IG_DTYPE_F16 || wt == IG_DTYPE_BF16 || ig_dtype_is_quant(wt),
+          "linear_multi: weights of type %s", ig_dtype_name(wt));
+    CHECK(!ig_dtype_is_quant(wt) || K % ig_dtype_block_elems(wt) == 0,
+          "linear_multi: K=%lld is not a multiple of %s's block of %lld", (long long)K,
+          ig_dtype_name(wt), (long long)ig_dtype_block_elems(wt));
+    for (int i = 0; i < n_parts; i++)
+        CHECK(parts[i].N > 0 && parts[i].N <= INT32_MAX, "linear_multi: matrix %d: N=%lld", i,
+              (long long)parts[i].N);
+    if (M == 0) return IG_OK;
+    CHECK(x, "linear_multi: NULL x");
+    for (int i = 0; i < n_parts; i++)
+        CHECK(parts[i].W && parts[i].y, "linear_multi: matrix %d: NULL W or y", i);
+    return be->iface->linear_multi(be, x, M, K, wt, parts, n_parts, err);
+}
+
 ig_status ig_be_rmsnorm(ig_be *be, const float *x, const float *w, int64_t rows, int64_t dim,
                         float eps, float *y, ig_error *err) {
     CHECK(rows >= 0 && dim > 0, "rmsnorm: rows=%lld dim=%lld", (long long)rows, (long long)dim);

@@ -35,10 +35,20 @@
  * kvq_quantize / kvq_dequantize, and queues (fork, upload_async, events, host registration) added.
  * 3: attention_colsum_ws, attention_colsum (causal attention with each key's probability sums),
  * page_bounds (Quest's page scores), embed (rows of an embedding table by token id).
+ * 4: linear_multi (several matrices over the same input in one call).
  * A table of an earlier version lacks slots and is refused. */
-#define IG_BE_IFACE_VERSION 3
+#define IG_BE_IFACE_VERSION 4
 
 typedef struct ig_be ig_be;
+
+/* One matrix of ig_be_linear_multi: y[M][N] = x W^T (+ bias). */
+#define IG_BE_LINEAR_MULTI_MAX 8
+typedef struct ig_be_linear_part {
+    const void *W;
+    int64_t N;
+    const float *bias;
+    float *y;
+} ig_be_linear_part;
 
 /* Decode attention over selected rows (ig_be_attention_rows): one query token per sequence, for
  * `batch` sequences. Table t = b * n_kv_head + g holds rows of hd elements of kv_dtype (f32 or
@@ -163,6 +173,9 @@ typedef struct ig_be_iface {
                              int64_t ldo, int tables, ig_error *err);
     ig_status (*embed)(ig_be *be, const void *table, ig_dtype tt, int64_t rows, int64_t dim,
                        const int32_t *ids, int64_t n, float *out, ig_error *err);
+    /* 4 */
+    ig_status (*linear_multi)(ig_be *be, const float *x, int64_t M, int64_t K, ig_dtype wt,
+                              const ig_be_linear_part *parts, int n_parts, ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -215,6 +228,11 @@ ig_status ig_be_sync(ig_be *be, ig_error *err);
 /* y[M][N] = x[M][K] W^T (+ bias): ig_cpu_linear; W f32, f16, bf16 or block-quantized. */
 ig_status ig_be_linear(ig_be *be, const float *x, int64_t M, int64_t K, const void *W, ig_dtype wt,
                        int64_t N, const float *bias, float *y, ig_error *err);
+/* ig_be_linear for 1..IG_BE_LINEAR_MULTI_MAX matrices of one type over the same x (a layer's q, k,
+ * v or gate, up), each output what ig_be_linear gives for its matrix alone (on the CPU bitwise:
+ * ig_cpu_linear_multi, one parallel region for small M). */
+ig_status ig_be_linear_multi(ig_be *be, const float *x, int64_t M, int64_t K, ig_dtype wt,
+                             const ig_be_linear_part *parts, int n_parts, ig_error *err);
 ig_status ig_be_rmsnorm(ig_be *be, const float *x, const float *w, int64_t rows, int64_t dim,
                         float eps, float *y, ig_error *err);
 ig_status ig_be_layernorm(ig_be *be, const float *x, const float *w, const float *b, int64_t rows,

@@ -1145,8 +1145,63 @@ static void test_cuda_sized(void) {
     free(w);
 }
 
+/* linear_multi on every table: each output what that table's linear gives for its matrix alone
+ * (bitwise: the same kernels), q4_1 and f32 weights, with a bias on one matrix; bad calls refused
+ * with a message. */
+static void test_linear_multi(void) {
+    enum { M = 2, K = 64, N0 = 40, N1 = 24 };
+    static float x[M * K], wf[(N0 + N1) * K], bias[N0];
+    fill(x, M * K);
+    fill(wf, (N0 + N1) * K);
+    fill(bias, N0);
+    ig_dtype types[2] = {IG_DTYPE_F32, IG_DTYPE_Q4_1};
+    ig_be *all[3] = {g_cpu, g_other[0], g_n_other > 1 ? g_other[1] : NULL};
+    for (int bi = 0; bi < 3 && all[bi]; bi++)
+        for (int ti = 0; ti < 2; ti++) {
+            ig_be *be = all[bi];
+            ig_error err;
+            ig_dtype t = types[ti];
+            size_t rb = ig_dtype_row_bytes(t, K);
+            unsigned char w[(N0 + N1) * K * 4];
+            if (t == IG_DTYPE_F32)
+                memcpy(w, wf, sizeof wf);
+            else
+                ig_quantize_rows(t, wf, N0 + N1, K, w);
+            void *dw0 = up(be, w, N0 * rb), *dw1 = up(be, w + N0 * rb, N1 * rb);
+            float *dx = up(be, x, sizeof x), *db = up(be, bias, sizeof bias);
+            float *dy[4];
+            for (int i = 0; i < 4; i++) dy[i] = up(be, NULL, M * N0 * sizeof(float));
+            CU_ASSERT_EQUAL(ig_be_linear(be, dx, M, K, dw0, t, N0, db, dy[0], &err), IG_OK);
+            CU_ASSERT_EQUAL(ig_be_linear(be, dx, M, K, dw1, t, N1, NULL, dy[1], &err), IG_OK);
+            ig_be_linear_part p[2] = {{dw0, N0, db, dy[2]}, {dw1, N1, NULL, dy[3]}};
+            CU_ASSERT_EQUAL(ig_be_linear_multi(be, dx, M, K, t, p, 2, &err), IG_OK);
+            float want[M * N0], got[M * N0];
+            for (int i = 0; i < 2; i++) {
+                size_t n = (size_t)M * (i ? N1 : N0) * sizeof(float);
+                down(be, want, dy[i], n);
+                down(be, got, dy[2 + i], n);
+                CU_ASSERT(memcmp(want, got, n) == 0);
+            }
+            CU_ASSERT_EQUAL(ig_be_linear_multi(be, dx, M, K, t, p, 0, &err), IG_ERR_INVALID_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "linear_multi"));
+            CU_ASSERT_EQUAL(
+                ig_be_linear_multi(be, dx, M, K, t, p, IG_BE_LINEAR_MULTI_MAX + 1, &err),
+                IG_ERR_INVALID_ARG);
+            ig_be_linear_part bad[2] = {p[0], {dw1, 0, NULL, dy[3]}};
+            CU_ASSERT_EQUAL(ig_be_linear_multi(be, dx, M, K, t, bad, 2, &err), IG_ERR_INVALID_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "matrix 1"));
+            if (t != IG_DTYPE_F32) { /* K not a multiple of the block */
+                CU_ASSERT_EQUAL(ig_be_linear_multi(be, dx, M, 48, t, p, 2, &err),
+                                IG_ERR_INVALID_ARG);
+            }
+            void *bufs[] = {dw0, dw1, dx, db, dy[0], dy[1], dy[2], dy[3]};
+            for (size_t i = 0; i < 8; i++) ig_be_release(be, bufs[i]);
+        }
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("backend", suite_init, suite_clean);
+    CU_add_test(s, "linear_multi", test_linear_multi);
     CU_add_test(s, "upload2d", test_upload2d);
     CU_add_test(s, "copy2d", test_copy2d);
     CU_add_test(s, "norms_rope_elementwise", test_norms_rope_elementwise);

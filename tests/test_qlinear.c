@@ -209,6 +209,69 @@ static void test_constant_rows(void) {
     }
 }
 
+/* ig_cpu_linear_multi: several matrices over the same x (row counts not multiples of the row
+ * block, as a layer's q/k/v), each output bitwise ig_cpu_linear on that matrix
+ * alone, for every weight type, at every SIMD level, for GEMV sizes of M and above them (one
+ * ig_cpu_linear per matrix there), with and without biases; and at 1 and 2 threads. */
+static void test_linear_multi(void) {
+    static const ig_dtype types[] = {IG_DTYPE_F32,  IG_DTYPE_F16,  IG_DTYPE_BF16,  IG_DTYPE_Q4_0,
+                                     IG_DTYPE_Q4_1, IG_DTYPE_Q8_0, IG_DTYPE_Q4G64, IG_DTYPE_Q8G64};
+    /* 892 rows: at least 96 KiB of every type, so that two threads split them */
+    const int64_t K = 512, Ns[3] = {520, 72, 300};
+    const int64_t Ms[4] = {1, 3, 16, 17};
+    ig_rng r;
+    ig_rng_seed(&r, 77);
+    static float x[17 * 512], bias[520], want[3][17 * 520], got[3][17 * 520];
+    fill(&r, x, 17 * K, -1.0f, 1.0f);
+    fill(&r, bias, 520, -0.5f, 0.5f);
+    int prev_threads = ig_cpu_get_threads();
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        ig_dtype t = types[ti];
+        unsigned char *w[3];
+        for (int i = 0; i < 3; i++) {
+            if (ig_dtype_is_quant(t)) {
+                w[i] = make_qweights(&r, t, Ns[i], K);
+            } else {
+                float *f = malloc((size_t)(Ns[i] * K) * sizeof(float));
+                w[i] = malloc(ig_dtype_row_bytes(t, K) * (size_t)Ns[i]);
+                CU_ASSERT_FATAL(f && w[i]);
+                fill(&r, f, Ns[i] * K, -1.0f, 1.0f);
+                ig_convert(t, w[i], IG_DTYPE_F32, f, (size_t)(Ns[i] * K));
+                free(f);
+            }
+        }
+        for (int l = 0; l < N_LEVELS; l++) {
+            if (ig_cpu_set_simd(k_levels[l]) != 0) continue;
+            for (int th = 1; th <= 2; th++) {
+                ig_cpu_set_threads(th);
+                for (int mi = 0; mi < 4; mi++)
+                    for (int wb = 0; wb < 2; wb++) {
+                        int64_t M = Ms[mi];
+                        ig_linear_part p[3];
+                        for (int i = 0; i < 3; i++) {
+                            const float *b = wb && i != 1 ? bias : NULL;
+                            ig_cpu_linear(x, M, K, w[i], t, Ns[i], b, want[i]);
+                            memset(got[i], 0xff, sizeof got[i]);
+                            p[i] = (ig_linear_part){w[i], Ns[i], b, got[i]};
+                        }
+                        ig_cpu_linear_multi(x, M, K, t, p, 3);
+                        for (int i = 0; i < 3; i++) {
+                            int same =
+                                !memcmp(want[i], got[i], (size_t)(M * Ns[i]) * sizeof(float));
+                            CU_ASSERT(same);
+                            if (!same)
+                                fprintf(stderr, "\n    %s %s threads %d M %lld matrix %d differs",
+                                        ig_dtype_name(t), k_levels[l], th, (long long)M, i);
+                        }
+                    }
+            }
+        }
+        restore_defaults();
+        for (int i = 0; i < 3; i++) free(w[i]);
+    }
+    ig_cpu_set_threads(prev_threads);
+}
+
 /* ---- dequantization ------------------------------------------------------------------------- */
 
 static void test_dequant_row_simd(void) {
@@ -449,6 +512,7 @@ void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("qlinear", NULL, NULL);
     CU_add_test(s, "linear_vs_reference", test_linear_vs_reference);
     CU_add_test(s, "constant_rows", test_constant_rows);
+    CU_add_test(s, "linear_multi", test_linear_multi);
     CU_add_test(s, "dequant_row_simd", test_dequant_row_simd);
     CU_add_test(s, "ref_matches_gguf", test_ref_matches_gguf);
     CU_add_test(s, "quant_roundtrip", test_quant_roundtrip);

@@ -20,6 +20,27 @@ static ig_status linear(ig_engine *e, const ig_layer_bufs *b, const float *x, in
     return rc;
 }
 
+/* Several matrices over the same x in one call (q, k, v; gate, up) where they share K and a
+ * storage type, else one linear each; the same outputs either way. */
+static ig_status linear_n(ig_engine *e, const ig_layer_bufs *b, const float *x, int64_t M, int n,
+                          const ig_weight *const *w, const float *const *bias, float *const *y,
+                          ig_error *err) {
+    int same = 1;
+    for (int i = 1; i < n; i++) same &= w[i]->dtype == w[0]->dtype && w[i]->cols == w[0]->cols;
+    if (!same) {
+        for (int i = 0; i < n; i++) IG_TRY(linear(e, b, x, M, w[i], bias[i], y[i], err));
+        return IG_OK;
+    }
+    ig_be_linear_part p[IG_BE_LINEAR_MULTI_MAX];
+    for (int i = 0; i < n; i++) p[i] = (ig_be_linear_part){w[i]->data, w[i]->rows, bias[i], y[i]};
+    if (b->be->caps.async)
+        return ig_be_linear_multi(b->be, x, M, w[0]->cols, w[0]->dtype, p, n, err);
+    double t0 = ig_time_s();
+    ig_status rc = ig_be_linear_multi(b->be, x, M, w[0]->cols, w[0]->dtype, p, n, err);
+    e->stats.linear_s += ig_time_s() - t0;
+    return rc;
+}
+
 ig_status ig_engine_norm(const ig_engine *e, ig_be *be, const float *x, const float *w,
                          const float *bias, int64_t rows, float *y, ig_error *err) {
     const ig_model_config *c = &e->cfg;
@@ -71,9 +92,12 @@ ig_status ig_engine_layer_forward(ig_engine *e, int l, const ig_layer *L, const 
     float *f1 = b->f1 + r0 * f, *f2 = b->f2 + r0 * f;
     IG_TRY(ig_engine_norm(e, be, x, L->attn_norm_w, L->attn_norm_b, T, h, err));
     if (e->kv) IG_TRY(ig_kv_layer_begin(e, l, b, err)); /* select_ahead and on_prefill read h */
-    IG_TRY(linear(e, b, h, T, &L->wq, L->bq, q, err));
-    IG_TRY(linear(e, b, h, T, &L->wk, L->bk, k, err));
-    IG_TRY(linear(e, b, h, T, &L->wv, L->bv, v, err));
+    {
+        const ig_weight *w[3] = {&L->wq, &L->wk, &L->wv};
+        const float *bs[3] = {L->bq, L->bk, L->bv};
+        float *ys[3] = {q, k, v};
+        IG_TRY(linear_n(e, b, h, T, 3, w, bs, ys, err));
+    }
     if (c->arch == IG_ARCH_LLAMA) {
         IG_TRY(ig_be_rope(be, q, T, c->n_head, c->head_dim, c->rot_dim, b->pos + r0, b->rope_cos,
                           b->rope_sin, err));
@@ -95,8 +119,10 @@ ig_status ig_engine_layer_forward(ig_engine *e, int l, const ig_layer *L, const 
         IG_TRY(ig_be_relu(be, f1, T * (int64_t)f, err));
         IG_TRY(linear(e, b, f1, T, &L->w_down, L->b_down, h, err));
     } else {
-        IG_TRY(linear(e, b, h, T, &L->w_gate, NULL, f1, err));
-        IG_TRY(linear(e, b, h, T, &L->w_up, L->b_up, f2, err));
+        const ig_weight *w[2] = {&L->w_gate, &L->w_up};
+        const float *bs[2] = {NULL, L->b_up};
+        float *ys[2] = {f1, f2};
+        IG_TRY(linear_n(e, b, h, T, 2, w, bs, ys, err));
         IG_TRY(ig_be_silu_mul(be, f1, f2, T * (int64_t)f, f1, err));
         IG_TRY(linear(e, b, f1, T, &L->w_down, L->b_down, h, err));
     }

@@ -37,6 +37,19 @@ void ig_cpu_release_scratch(void);
  * (ig_dequant_row_ref) at the same SIMD level and thread count. */
 void ig_cpu_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype, int64_t N,
                    const float *bias, float *y);
+/* Several matrices of one type applied to the same x, y_i[M][N_i] = x W_i^T (+ bias_i): for M <=
+ * 16 in one parallel region over all their rows (a layer's q, k, v or gate, up: fewer fork/joins
+ * and no matrix too small for two threads), each output bitwise what ig_cpu_linear gives for its
+ * matrix alone at the same SIMD level; larger M: one ig_cpu_linear per matrix. */
+#define IG_LINEAR_MULTI_MAX 8
+typedef struct ig_linear_part {
+    const void *W;
+    int64_t N;
+    const float *bias;
+    float *y;
+} ig_linear_part;
+void ig_cpu_linear_multi(const float *x, int64_t M, int64_t K, ig_dtype wtype,
+                         const ig_linear_part *parts, int n_parts);
 
 /* dst[0..n) = src as f32, bit-identical to ig_dequant_row_ref: a quantized row (n a multiple of the
  * block, src at a block boundary) or an f32/f16/bf16 one. SIMD at the current level. */

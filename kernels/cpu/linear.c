@@ -421,6 +421,45 @@ static void linear_sgemm(const float *x, int64_t M, int64_t K, const void *W, ig
     if (nt > 1) ig_cpu_blas_threads_restore(blas_prev);
 }
 
+void ig_cpu_linear_multi(const float *x, int64_t M, int64_t K, ig_dtype wtype,
+                         const ig_linear_part *parts, int n_parts) {
+    IG_ASSERT(M >= 0 && K > 0 && n_parts >= 0 && n_parts <= IG_LINEAR_MULTI_MAX);
+    IG_ASSERT(ig_dtype_is_weight_storage(wtype) && ig_dtype_row_ok(wtype, K));
+    if (M == 0 || n_parts == 0) return;
+    int64_t bytes = 0, blocks = 0, first[IG_LINEAR_MULTI_MAX + 1];
+    for (int i = 0; i < n_parts; i++) {
+        IG_ASSERT(parts[i].N > 0 && parts[i].N <= INT32_MAX);
+        first[i] = blocks;
+        blocks += cdiv64(parts[i].N, LINEAR_ROW_ALIGN);
+        bytes += parts[i].N * (int64_t)ig_dtype_row_bytes(wtype, K);
+    }
+    first[n_parts] = blocks;
+    if (M > LINEAR_GEMV_MAX_M || M > INT32_MAX || K > INT32_MAX) {
+        for (int i = 0; i < n_parts; i++)
+            ig_cpu_linear(x, M, K, parts[i].W, wtype, parts[i].N, parts[i].bias, parts[i].y);
+        return;
+    }
+    gemv_rows_fn fn = pick_gemv(ig_cpu_simd_level(), wtype);
+    int nt = ig_cpu_threads_for(bytes, LINEAR_MIN_BYTES_PER_THREAD);
+    if (nt > blocks) nt = (int)blocks;
+        /* the parts' row blocks as one range split among the threads: each output row computed by
+         * the same kernel call shape as ig_cpu_linear's, so bitwise the same */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        int64_t b0 = blocks * t / n, b1 = blocks * (t + 1) / n;
+        for (int i = 0; i < n_parts; i++) {
+            int64_t lo = b0 > first[i] ? b0 : first[i], hi = b1 < first[i + 1] ? b1 : first[i + 1];
+            if (hi <= lo) continue;
+            const ig_linear_part *p = &parts[i];
+            int64_t n0 = (lo - first[i]) * LINEAR_ROW_ALIGN,
+                    n1 = (hi - first[i]) * LINEAR_ROW_ALIGN;
+            if (n1 > p->N) n1 = p->N;
+            fn(x, M, K, p->W, n0, n1, p->bias, p->y, p->N);
+        }
+    }
+}
+
 void ig_cpu_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype, int64_t N,
                    const float *bias, float *y) {
     IG_ASSERT(M >= 0 && K >= 0 && N >= 0);

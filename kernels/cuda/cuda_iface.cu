@@ -103,6 +103,14 @@ ig_status cu_linear(ig_be *be, const float *x, int64_t M, int64_t K, const void 
     return bias ? ig_cuda_add_bias(y, bias, M, N, S(be), err) : IG_OK;
 }
 
+// One GEMM per matrix on the stream (they queue back to back; no fork/join to save on a GPU).
+ig_status cu_linear_multi(ig_be *be, const float *x, int64_t M, int64_t K, ig_dtype wt,
+                          const ig_be_linear_part *parts, int n_parts, ig_error *err) {
+    for (int i = 0; i < n_parts; i++)
+        IG_TRY(cu_linear(be, x, M, K, parts[i].W, wt, parts[i].N, parts[i].bias, parts[i].y, err));
+    return IG_OK;
+}
+
 ig_status cu_rmsnorm(ig_be *be, const float *x, const float *w, int64_t rows, int64_t dim,
                      float eps, float *y, ig_error *err) {
     return ig_cuda_rmsnorm(x, w, rows, dim, eps, y, S(be), err);
@@ -345,6 +353,7 @@ const ig_be_iface g_cuda_iface = {
     cu_attention_colsum,
     cu_page_bounds,
     cu_embed,
+    cu_linear_multi,
 };
 
 // A table over c (its fields set by the caller; ig_be_free frees c with it, the caller frees c
