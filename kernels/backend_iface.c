@@ -159,9 +159,9 @@ ig_status ig_be_linear(ig_be *be, const float *x, int64_t M, int64_t K, const vo
 }
 
 ig_status ig_be_linear_multi(ig_be *be, const float *x, int64_t M, int64_t K, ig_dtype wt,
-                             const ig_be_linear_part *parts, int n_parts, ig_error *err) {
-    CHECK(n_parts >= 1 && n_parts <= IG_BE_LINEAR_MULTI_MAX && parts,
-          "linear_multi: %d matrices (1..%d)", n_parts, IG_BE_LINEAR_MULTI_MAX);
+                             const ig_linear_part *parts, int n_parts, ig_error *err) {
+    CHECK(n_parts >= 1 && n_parts <= IG_LINEAR_MULTI_MAX && parts,
+          "linear_multi: %d matrices (1..%d)", n_parts, IG_LINEAR_MULTI_MAX);
     CHECK(M >= 0 && K > 0, "linear_multi: M=%lld K=%lld", (long long)M, (long long)K);
     CHECK(wt == IG_DTYPE_F32 || wt == IG_DTYPE_F16 || wt == IG_DTYPE_BF16 || ig_dtype_is_quant(wt),
           "linear_multi: weights of type %s", ig_dtype_name(wt));

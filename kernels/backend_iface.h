@@ -30,6 +30,7 @@
 
 #include "core/base/dtype.h"
 #include "core/base/status.h"
+#include "kernels/linear_part.h"
 
 /* 2: copy2d, attention_ws, attention, gather_rows, attention_rows, convert, the KV codec's
  * kvq_quantize / kvq_dequantize, and queues (fork, upload_async, events, host registration) added.
@@ -40,15 +41,6 @@
 #define IG_BE_IFACE_VERSION 4
 
 typedef struct ig_be ig_be;
-
-/* One matrix of ig_be_linear_multi: y[M][N] = x W^T (+ bias). */
-#define IG_BE_LINEAR_MULTI_MAX 8
-typedef struct ig_be_linear_part {
-    const void *W;
-    int64_t N;
-    const float *bias;
-    float *y;
-} ig_be_linear_part;
 
 /* Decode attention over selected rows (ig_be_attention_rows): one query token per sequence, for
  * `batch` sequences. Table t = b * n_kv_head + g holds rows of hd elements of kv_dtype (f32 or
@@ -175,7 +167,7 @@ typedef struct ig_be_iface {
                        const int32_t *ids, int64_t n, float *out, ig_error *err);
     /* 4 */
     ig_status (*linear_multi)(ig_be *be, const float *x, int64_t M, int64_t K, ig_dtype wt,
-                              const ig_be_linear_part *parts, int n_parts, ig_error *err);
+                              const ig_linear_part *parts, int n_parts, ig_error *err);
 } ig_be_iface;
 
 /* A backend instance: its table, its capabilities and its own state. */
@@ -228,11 +220,11 @@ ig_status ig_be_sync(ig_be *be, ig_error *err);
 /* y[M][N] = x[M][K] W^T (+ bias): ig_cpu_linear; W f32, f16, bf16 or block-quantized. */
 ig_status ig_be_linear(ig_be *be, const float *x, int64_t M, int64_t K, const void *W, ig_dtype wt,
                        int64_t N, const float *bias, float *y, ig_error *err);
-/* ig_be_linear for 1..IG_BE_LINEAR_MULTI_MAX matrices of one type over the same x (a layer's q, k,
+/* ig_be_linear for 1..IG_LINEAR_MULTI_MAX matrices of one type over the same x (a layer's q, k,
  * v or gate, up), each output what ig_be_linear gives for its matrix alone (on the CPU bitwise:
  * ig_cpu_linear_multi, one parallel region for small M). */
 ig_status ig_be_linear_multi(ig_be *be, const float *x, int64_t M, int64_t K, ig_dtype wt,
-                             const ig_be_linear_part *parts, int n_parts, ig_error *err);
+                             const ig_linear_part *parts, int n_parts, ig_error *err);
 ig_status ig_be_rmsnorm(ig_be *be, const float *x, const float *w, int64_t rows, int64_t dim,
                         float eps, float *y, ig_error *err);
 ig_status ig_be_layernorm(ig_be *be, const float *x, const float *w, const float *b, int64_t rows,

@@ -1173,7 +1173,7 @@ static void test_linear_multi(void) {
             for (int i = 0; i < 4; i++) dy[i] = up(be, NULL, M * N0 * sizeof(float));
             CU_ASSERT_EQUAL(ig_be_linear(be, dx, M, K, dw0, t, N0, db, dy[0], &err), IG_OK);
             CU_ASSERT_EQUAL(ig_be_linear(be, dx, M, K, dw1, t, N1, NULL, dy[1], &err), IG_OK);
-            ig_be_linear_part p[2] = {{dw0, N0, db, dy[2]}, {dw1, N1, NULL, dy[3]}};
+            ig_linear_part p[2] = {{dw0, N0, db, dy[2]}, {dw1, N1, NULL, dy[3]}};
             CU_ASSERT_EQUAL(ig_be_linear_multi(be, dx, M, K, t, p, 2, &err), IG_OK);
             float want[M * N0], got[M * N0];
             for (int i = 0; i < 2; i++) {
@@ -1184,10 +1184,9 @@ static void test_linear_multi(void) {
             }
             CU_ASSERT_EQUAL(ig_be_linear_multi(be, dx, M, K, t, p, 0, &err), IG_ERR_INVALID_ARG);
             CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "linear_multi"));
-            CU_ASSERT_EQUAL(
-                ig_be_linear_multi(be, dx, M, K, t, p, IG_BE_LINEAR_MULTI_MAX + 1, &err),
-                IG_ERR_INVALID_ARG);
-            ig_be_linear_part bad[2] = {p[0], {dw1, 0, NULL, dy[3]}};
+            CU_ASSERT_EQUAL(ig_be_linear_multi(be, dx, M, K, t, p, IG_LINEAR_MULTI_MAX + 1, &err),
+                            IG_ERR_INVALID_ARG);
+            ig_linear_part bad[2] = {p[0], {dw1, 0, NULL, dy[3]}};
             CU_ASSERT_EQUAL(ig_be_linear_multi(be, dx, M, K, t, bad, 2, &err), IG_ERR_INVALID_ARG);
             CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "matrix 1"));
             if (t != IG_DTYPE_F32) { /* K not a multiple of the block */

@@ -31,8 +31,8 @@ static ig_status linear_n(ig_engine *e, const ig_layer_bufs *b, const float *x, 
         for (int i = 0; i < n; i++) IG_TRY(linear(e, b, x, M, w[i], bias[i], y[i], err));
         return IG_OK;
     }
-    ig_be_linear_part p[IG_BE_LINEAR_MULTI_MAX];
-    for (int i = 0; i < n; i++) p[i] = (ig_be_linear_part){w[i]->data, w[i]->rows, bias[i], y[i]};
+    ig_linear_part p[IG_LINEAR_MULTI_MAX];
+    for (int i = 0; i < n; i++) p[i] = (ig_linear_part){w[i]->data, w[i]->rows, bias[i], y[i]};
     if (b->be->caps.async)
         return ig_be_linear_multi(b->be, x, M, w[0]->cols, w[0]->dtype, p, n, err);
     double t0 = ig_time_s();

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/base/dtype.h"
+#include "kernels/linear_part.h"
 
 /* Threads used by the kernels (OpenMP regions) and by OpenBLAS (n <= 0: all cores). Until set:
  * omp_get_max_threads() (OMP_NUM_THREADS or all cores). OpenMP threads spin between regions by
@@ -41,13 +42,6 @@ void ig_cpu_linear(const float *x, int64_t M, int64_t K, const void *W, ig_dtype
  * 16 in one parallel region over all their rows (a layer's q, k, v or gate, up: fewer fork/joins
  * and no matrix too small for two threads), each output bitwise what ig_cpu_linear gives for its
  * matrix alone at the same SIMD level; larger M: one ig_cpu_linear per matrix. */
-#define IG_LINEAR_MULTI_MAX 8
-typedef struct ig_linear_part {
-    const void *W;
-    int64_t N;
-    const float *bias;
-    float *y;
-} ig_linear_part;
 void ig_cpu_linear_multi(const float *x, int64_t M, int64_t K, ig_dtype wtype,
                          const ig_linear_part *parts, int n_parts);
 

@@ -136,18 +136,14 @@ static ig_status host_linear(ig_be *be, const float *x, int64_t M, int64_t K_, c
 }
 
 static ig_status host_linear_multi(ig_be *be, const float *x, int64_t M, int64_t K_, ig_dtype wt,
-                                   const ig_be_linear_part *parts, int n, ig_error *err) {
+                                   const ig_linear_part *parts, int n, ig_error *err) {
     (void)err;
     if (K(be)->reference) {
         for (int i = 0; i < n; i++)
             K(be)->linear(x, M, K_, parts[i].W, wt, parts[i].N, parts[i].bias, parts[i].y);
         return IG_OK;
     }
-    ig_linear_part p[IG_LINEAR_MULTI_MAX];
-    IG_ASSERT(n <= IG_LINEAR_MULTI_MAX);
-    for (int i = 0; i < n; i++)
-        p[i] = (ig_linear_part){parts[i].W, parts[i].N, parts[i].bias, parts[i].y};
-    ig_cpu_linear_multi(x, M, K_, wt, p, n);
+    ig_cpu_linear_multi(x, M, K_, wt, parts, n);
     return IG_OK;
 }
 

@@ -105,7 +105,7 @@ ig_status cu_linear(ig_be *be, const float *x, int64_t M, int64_t K, const void 
 
 // One GEMM per matrix on the stream (they queue back to back; no fork/join to save on a GPU).
 ig_status cu_linear_multi(ig_be *be, const float *x, int64_t M, int64_t K, ig_dtype wt,
-                          const ig_be_linear_part *parts, int n_parts, ig_error *err) {
+                          const ig_linear_part *parts, int n_parts, ig_error *err) {
     for (int i = 0; i < n_parts; i++)
         IG_TRY(cu_linear(be, x, M, K, parts[i].W, wt, parts[i].N, parts[i].bias, parts[i].y, err));
     return IG_OK;
