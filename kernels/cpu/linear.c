@@ -439,11 +439,11 @@ void ig_cpu_linear_multi(const float *x, int64_t M, int64_t K, ig_dtype wtype,
             ig_cpu_linear(x, M, K, parts[i].W, wtype, parts[i].N, parts[i].bias, parts[i].y);
         return;
     }
+    /* the parts' row blocks as one range split among the threads: each output row computed by
+     * the same kernel as in ig_cpu_linear, so bitwise the same */
     gemv_rows_fn fn = pick_gemv(ig_cpu_simd_level(), wtype);
     int nt = ig_cpu_threads_for(bytes, LINEAR_MIN_BYTES_PER_THREAD);
     if (nt > blocks) nt = (int)blocks;
-        /* the parts' row blocks as one range split among the threads: each output row computed by
-         * the same kernel call shape as ig_cpu_linear's, so bitwise the same */
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int t = omp_get_thread_num(), n = omp_get_num_threads();

@@ -227,8 +227,8 @@ static float lcg_unit(uint32_t *s) { /* in [-1, 1) */
     return (float)(lcg_next(s) >> 8) * (2.0f / 16777216.0f) - 1.0f;
 }
 
-int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, int n_mats, int sets,
-                                int tail_out, int tail_in, int reps, double *chain_gflops,
+int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int *call, int n_mats,
+                                int sets, int tail_out, int tail_in, int reps, double *chain_gflops,
                                 double *tail_gflops) {
     *chain_gflops = *tail_gflops = 0;
     if (M <= 0 || M > 4096 || !out || !in || n_mats <= 0 || n_mats > 16 || sets <= 0 ||
@@ -238,6 +238,11 @@ int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, int n_mats
     double flops = 0, tflops = 2.0 * M * (double)tail_out * (double)tail_in;
     for (int i = 0; i < n_mats; i++) {
         if (out[i] <= 0 || in[i] <= 0 || out[i] > (1 << 20) || in[i] > (1 << 20)) return -1;
+        if (call && i > 0 && call[i] == call[i - 1] && in[i] != in[i - 1]) return -1;
+        /* a call's outputs side by side in one buffer */
+        size_t run = (size_t)out[i];
+        for (int j = i - 1; call && j >= 0 && call[j] == call[j + 1]; j--) run += (size_t)out[j];
+        if (run > maxdim) maxdim = run;
         if ((size_t)out[i] > maxdim) maxdim = (size_t)out[i];
         if ((size_t)in[i] > maxdim) maxdim = (size_t)in[i];
         per_set += (size_t)out[i] * (size_t)in[i];
@@ -259,12 +264,24 @@ int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, int n_mats
             double t0 = ig_time_s();
             const float *ws = w;
             for (int s = 0; s < sets; s++)
-                for (int i = 0; i < n_mats; i++) {
-                    /* each matrix's input is the previous one's output, as in a layer */
-                    const float *src = (i & 1) ? y : x;
-                    float *dst = (i & 1) ? x : y;
-                    ig_cpu_linear(src, M, in[i], ws, IG_DTYPE_F32, out[i], NULL, dst);
-                    ws += (size_t)out[i] * (size_t)in[i];
+                for (int i = 0, c = 0; i < n_mats; c++) {
+                    /* one call's matrices (equal call ids in a row: ig_cpu_linear_multi over the
+                     * same input, as the layer runs q/k/v and gate/up); each call's input is
+                     * the previous call's output buffer */
+                    const float *src = (c & 1) ? y : x;
+                    float *dst = (c & 1) ? x : y;
+                    ig_linear_part p[IG_LINEAR_MULTI_MAX];
+                    int n = 0;
+                    size_t off = 0;
+                    do {
+                        p[n] = (ig_linear_part){ws, out[i], NULL, dst + off * (size_t)M};
+                        off += (size_t)out[i];
+                        ws += (size_t)out[i] * (size_t)in[i];
+                        n++;
+                        i++;
+                    } while (call && i < n_mats && call[i] == call[i - 1] &&
+                             n < IG_LINEAR_MULTI_MAX);
+                    ig_cpu_linear_multi(src, M, in[i - 1], IG_DTYPE_F32, p, n);
                 }
             double t1 = ig_time_s();
             ig_cpu_linear(x, M, tail_in, ws, IG_DTYPE_F32, tail_out, NULL, y);

@@ -23,15 +23,16 @@ double ig_cpu_measure_sgemm_gflops(int M, int N, int K, int reps);
  * its row-streaming path, not sgemm): GFLOP/s, best of `reps` after one warm-up call. */
 double ig_cpu_measure_linear_gflops(int M, int N, int K, int reps);
 /* The matmuls of a decode step as the engine runs them: `sets` copies of a chain of n_mats f32
- * weight matrices (matrix i: out[i] x in[i], one layer's matmuls in order), each applied by
- * ig_cpu_linear to M rows, copy after copy, then one tail matrix tail_out x tail_in (the lm_head),
- * so that the weights stream at the model's own shapes (small N and K, one call per matrix) and
- * with the working set of a step (sets = the model's layers), not at one large shape. GFLOP/s (2 M
- * out in per matrix) of the chain and of the tail, each the median of reps passes (at most 64)
- * after one warm-up pass. Returns 0, or -1 on a bad shape, more than 8 GiB of weights or a failed
- * allocation (both rates 0). */
-int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, int n_mats, int sets,
-                                int tail_out, int tail_in, int reps, double *chain_gflops,
+ * weight matrices (matrix i: out[i] x in[i], one layer's matmuls in order) applied to M rows, copy
+ * after copy, consecutive matrices with equal call[i] in one ig_cpu_linear_multi call over the same
+ * input (the layer's q/k/v and gate/up; call NULL: one call each, at most 8 a call), then one tail
+ * matrix tail_out x tail_in (the lm_head), so that the weights stream at the model's own shapes
+ * (small N and K, one call per matrix) and with the working set of a step (sets = the model's
+ * layers), not at one large shape. GFLOP/s (2 M out in per matrix) of the chain and of the tail,
+ * each the median of reps passes (at most 64) after one warm-up pass. Returns 0, or -1 on a bad
+ * shape, more than 8 GiB of weights or a failed allocation (both rates 0). */
+int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int *call, int n_mats,
+                                int sets, int tail_out, int tail_in, int reps, double *chain_gflops,
                                 double *tail_gflops);
 /* Decode attention as the engine runs it (ig_cpu_attention_gather, one call per sequence) at one
  * model's shape: `seqs` sequences of `rows` cached rows per KV head, of which rows 0, stride,

@@ -331,19 +331,22 @@ int ig_cmd_profile_hw(int argc, char **argv) {
     double g_layer = 0, g_logits = 0;
     int lsets = 0;
     if (mm > 0) {
+        /* q, k, v in one call, o, gate and up in one call, down (core/engine/layer.c) */
         int outs[7] = {mq, mkv, mkv, md, mff, mff, md}, ins[7] = {md, md, md, mq, md, md, mff};
+        int calls[7] = {0, 0, 0, 1, 2, 2, 3};
         int nm = 7;
         if (mnf == 2) { /* fc1 FF x D, fc2 D x FF */
             outs[5] = md;
             ins[5] = mff;
+            calls[5] = 3;
             nm = 6;
         }
         double lb = 0;
         for (int i = 0; i < nm; i++) lb += 4.0 * outs[i] * ins[i];
         double cap = (quick ? 32.0 : 4096.0) * 1048576 - 4.0 * mv * md;
         lsets = clampi(floor(cap / lb), 1, ml);
-        if (ig_cpu_measure_step_matmuls(mm, outs, ins, nm, lsets, mv, md, quick ? 3 : 9, &g_layer,
-                                        &g_logits) != 0 ||
+        if (ig_cpu_measure_step_matmuls(mm, outs, ins, calls, nm, lsets, mv, md, quick ? 3 : 9,
+                                        &g_layer, &g_logits) != 0 ||
             !(g_layer > 0 && g_logits > 0)) {
             fprintf(stderr, "igen profile-hw: --matmul-shape: the matmul measurement failed (out "
                             "of memory, or more than 8 GiB of weights?)\n");
