@@ -45,12 +45,13 @@ static void help(void) {
         "                    also time one model's decode matmuls at its own shapes, f32\n"
         "                    weights, M rows (the GPU batch): a layer's chain (q: Q x D,\n"
         "                    k and v: KV x D, o: D x Q, NF = 3: gate, up FF x D and down\n"
-        "                    D x FF; NF = 2: fc1, fc2 as OPT) over L copies of the layer\n"
+        "                    D x FF; NF = 2: fc1, fc2 as OPT; q/k/v and gate/up one call\n"
+        "                    each, as the layer runs them) over L copies of the layer\n"
         "                    (fewer if they pass 4 GiB), then the logits (V x D), a step's\n"
         "                    working set; e.g. 576,576,192,1536,3,49152,30,8 for\n"
-        "                    SmolLM2-135M at batch 8. The\n"
-        "                    cost model prices that model's decode matmuls at these rates\n"
-        "                    (small shapes stream slower than the one large decode shape).\n"
+        "                    SmolLM2-135M at batch 8. The cost model prices that model's\n"
+        "                    decode matmuls at these rates (small shapes stream slower\n"
+        "                    than the one large decode shape).\n"
         "                    igen run's 'hardware: this' passes the first point's shape.\n"
         "  -h, --help        this help\n");
 }
