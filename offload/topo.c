@@ -569,7 +569,10 @@ static void synthetic_hint(const char *desc, char *hint, size_t n) {
 }
 
 /* Objects a synthetic description asks for: the running product of its levels' counts ("TYPE:N"
- * or a bare N), summed over the levels, saturated just past IG_TOPO_MAX_SYNTHETIC_OBJECTS. */
+ * or a bare N), summed over the levels, saturated just past IG_TOPO_MAX_SYNTHETIC_OBJECTS. A group
+ * in parentheses or brackets (global attributes, a level's attributes, a memory level) is stepped
+ * over, and what follows it in the same word is another level: hwloc reads "()8960" as 8960 PUs
+ * (the fuzzer's 10 s input). */
 static size_t synthetic_objects(const char *desc, size_t *max_arity, const char **bad) {
     size_t per_level = 1, total = 0;
     *max_arity = 0;
@@ -577,16 +580,34 @@ static size_t synthetic_objects(const char *desc, size_t *max_arity, const char 
     for (const char *p = desc; *p;) {
         while (*p == ' ' || *p == '\t') p++;
         if (!*p) break;
-        size_t len = strcspn(p, " \t");
-        const char *colon = memchr(p, ':', len);
-        const char *num = colon ? colon + 1 : p;
-        if (*p != '[' && *p != '(' && isdigit((unsigned char)*num)) {
+        const char *end_word = p + strcspn(p, " \t");
+        while (p < end_word) {
+            if (*p == '(' || *p == '[') { /* a group: to its matching close */
+                int depth = 0;
+                for (; p < end_word; p++) {
+                    if (*p == '(' || *p == '[') {
+                        depth++;
+                    } else if ((*p == ')' || *p == ']') && --depth == 0) {
+                        p++;
+                        break;
+                    }
+                }
+                continue;
+            }
+            /* a level: TYPE:N, or N, up to the end of the word or the group after its count */
+            size_t len = (size_t)(end_word - p);
+            const char *colon = memchr(p, ':', len);
+            const char *num = colon ? colon + 1 : p;
+            if (!isdigit((unsigned char)*num)) { /* no count here: hwloc judges the word */
+                p = end_word;
+                break;
+            }
             /* base 0, as hwloc reads counts: "0030320" is octal 12496, not 30320 */
             char *end = NULL;
             unsigned long long n = strtoull(num, &end, 0);
             /* hwloc goes on reading after the digits base 0 accepts ("0383822" is 03, then a
              * level of 83822): a count must end the level or open its attributes */
-            if (end < p + len && *end != '(') {
+            if (end < end_word && *end != '(') {
                 *bad = p;
                 return 0;
             }
@@ -596,8 +617,9 @@ static size_t synthetic_objects(const char *desc, size_t *max_arity, const char 
             if (per_level > IG_TOPO_MAX_SYNTHETIC_OBJECTS) return IG_TOPO_MAX_SYNTHETIC_OBJECTS + 1;
             total += per_level;
             if (total > IG_TOPO_MAX_SYNTHETIC_OBJECTS) return IG_TOPO_MAX_SYNTHETIC_OBJECTS + 1;
+            p = end; /* its attributes, and whatever follows them in the word */
         }
-        p += len;
+        p = end_word;
     }
     return total;
 }

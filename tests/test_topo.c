@@ -301,6 +301,18 @@ static void test_synthetic(void) {
     /* hwloc reads on after base 0's digits: "0383822" is 03 then a level of 83822 */
     CU_ASSERT_NOT_EQUAL(ig_topo_load_synthetic("0383822", &t, &err), IG_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "level '0383822' at offset 0"));
+    /* a group in parentheses or brackets hides no level from the bound: hwloc reads "()8960" as
+     * 8960 PUs (the fuzzer's 10 s input), and a level's attributes may be followed by another */
+    CU_ASSERT_NOT_EQUAL(ig_topo_load_synthetic("()8960", &t, &err), IG_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "a level of 8960 objects under one parent"));
+    CU_ASSERT_NOT_EQUAL(ig_topo_load_synthetic("[numa]8960", &t, &err), IG_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "a level of 8960 objects under one parent"));
+    CU_ASSERT_NOT_EQUAL(ig_topo_load_synthetic("pack:2()8960", &t, &err), IG_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "asks for more than"));
+    CU_ASSERT_EQUAL_FATAL(ig_topo_load_synthetic("pack:2 [numa(memory=1GB)] core:2 pu:2", &t, &err),
+                          IG_OK);
+    CU_ASSERT_EQUAL(ig_topo_n_pus(t), 8);
+    ig_topo_free(t);
     CU_ASSERT_NOT_EQUAL(ig_topo_load_synthetic("pack:2 core:2a", &t, &err), IG_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "level 'core:2a' at offset 7"));
     CU_ASSERT_EQUAL_FATAL(ig_topo_load_synthetic("pack:2 core:0x10 pu:2", &t, &err), IG_OK);
