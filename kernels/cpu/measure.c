@@ -243,7 +243,6 @@ int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int 
         size_t run = (size_t)out[i];
         for (int j = i - 1; call && j >= 0 && call[j] == call[j + 1]; j--) run += (size_t)out[j];
         if (run > maxdim) maxdim = run;
-        if ((size_t)out[i] > maxdim) maxdim = (size_t)out[i];
         if ((size_t)in[i] > maxdim) maxdim = (size_t)in[i];
         per_set += (size_t)out[i] * (size_t)in[i];
         flops += 2.0 * M * (double)out[i] * (double)in[i];

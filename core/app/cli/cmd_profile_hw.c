@@ -288,8 +288,8 @@ int ig_cmd_profile_hw(int argc, char **argv) {
      * them (1024 rows or entries: the middle of the quickstart's lengths) and as many sequences as
      * make what the kernel reads at least the last-level cache (and 512 MiB): a step streams
      * every layer's rows and weights past the cache, and a probe that fits in it is flattered
-     * (with 64 MiB on this project's VM, whose L3 is 480 MiB: f32 attention 26 GB/s, the
-     * selection 9, against 15 and 6 beyond it and 17 in place); the scattered probe allocates
+     * (docs/planner.md, "Decode-kernel rates", has the figures of this project's VM); the
+     * scattered probe allocates
      * five times what it reads, at most 1 GiB. The selection with InfiniGen's default 20% of the
      * columns, keeping 20% of the entries */
     double a32 = 0, a4 = 0, asp = 0, sel = 0;
