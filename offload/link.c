@@ -97,15 +97,34 @@ double ig_link_time(const ig_link_model *m, ig_link_dir dir, size_t bytes) {
     return m->latency_s[dir] + (double)bytes / (m->gbps[dir] * 1e9);
 }
 
+/* The modelled link is a DMA engine: waiting for it must not take a core from the compute threads.
+ * With two cores and two compute threads, spinning through the last ~150 us of every fetch (as this
+ * wait once did, after a sleep that stopped short) slowed the matmuls and the attention of the
+ * steps the fetch ran beside by a third. So the wait sleeps, aiming early by this thread's running
+ * mean of how late the scheduler wakes it, sleeps again if that was too early, and spins only
+ * through the last LINK_SPIN_S (or a wait shorter than the mean lateness): it never returns before
+ * the deadline, and it is late by about what one wake-up costs when the machine is loaded. */
+#define LINK_SPIN_S 30e-6
+static _Thread_local double wake_late_s = 60e-6;
+
 void ig_link_wait_until(double deadline) {
     for (;;) {
-        double left = deadline - ig_time_s();
+        double now = ig_time_s(), left = deadline - now;
         if (left <= 0) return;
-        if (left > 200e-6) { /* sleep most of it; the scheduler may overshoot by ~50-100 us */
-            double s = left - 150e-6;
-            struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-            nanosleep(&ts, NULL);
+        double s = left - wake_late_s;
+        if (left <= LINK_SPIN_S || s <= 0) {
+            while (ig_time_s() < deadline) {
+            }
+            return;
         }
+        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+        double late = ig_time_s() - (now + s);
+        late = late < 0        ? 0
+               : late > 500e-6 ? 500e-6
+                               : late; /* one slow wake-up moves it a little */
+        wake_late_s += 0.125 * (late - wake_late_s);
     }
 }
 
