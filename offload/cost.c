@@ -56,9 +56,10 @@ void ig_cost_kernel_rates_desc(const ig_hwprof *p, const ig_model_config *model,
     if (taken)
         snprintf(buf, n,
                  "measured at shape %s (heads,KV heads,dims): attention %.3g GB/s (f32 rows), "
-                 "%.3g GB/s (4-bit rows), %.3g GB/s (scattered f32 rows), selection %.3g GB/s",
+                 "%.3g GB/s (4-bit rows), %.3g GB/s (scattered f32 rows), %.3g GB/s (dense "
+                 "kernel, contiguous f32 rows; 0: not measured), selection %.3g GB/s",
                  p->device.kernel_shape, p->device.attn_gbps, p->device.attn_int4_gbps,
-                 p->device.attn_sparse_gbps, p->device.select_gbps);
+                 p->device.attn_sparse_gbps, p->device.attn_dense_gbps, p->device.select_gbps);
     else if (p->device.attn_gbps > 0 || p->device.attn_int4_gbps > 0 ||
              p->device.attn_sparse_gbps > 0 || p->device.select_gbps > 0)
         snprintf(buf, n,
@@ -100,6 +101,7 @@ int ig_cost_hw_from_profile_for(const ig_hwprof *p, const ig_model_config *model
     hw->attn_bw = p->device.attn_gbps * 1e9;
     hw->attn_enc_bw = p->device.attn_int4_gbps * 1e9;
     hw->attn_sparse_bw = p->device.attn_sparse_gbps * 1e9;
+    hw->attn_dense_bw = p->device.attn_dense_gbps * 1e9;
     hw->select_bw = p->device.select_gbps * 1e9;
     return 1;
 }
@@ -125,6 +127,7 @@ static double attn_s(const ig_cost_traffic *tr, const ig_cost_hw *hw) {
     double t = div0(tr->attn_dev_bytes, hw->dev_bw);
     double rate = tr->attn_enc      ? hw->attn_enc_bw
                   : tr->attn_sparse ? (hw->attn_sparse_bw > 0 ? hw->attn_sparse_bw : hw->attn_bw)
+                  : tr->attn_dense  ? (hw->attn_dense_bw > 0 ? hw->attn_dense_bw : hw->attn_bw)
                                     : hw->attn_bw;
     double k = rate > 0 ? div0(tr->attn_dev_f32, rate) : 0;
     return k > t ? k : t;
@@ -233,6 +236,10 @@ void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_
         (nd + nk + (cc ? 0 : nh)) * fetch_rows * 2.0 * c->n_kv_head * c->head_dim * 4;
     tr->attn_enc = o->kv_dtype == IG_PLAN_INT4 || o->kv_dtype == IG_PLAN_INT8;
     tr->attn_sparse = ig_cost_fetch_fraction(o, ctx) < o->kv_keep_fraction - 1e-9;
+    /* the engine's dense path (engine_kv.c, contig): f32 rows, none evicted, every one read where
+     * it lives; H2O's kept fifth and rows on disk (a working set) go through index lists */
+    tr->attn_dense = o->kv_dtype == IG_PLAN_F32 && o->kv_keep_fraction >= 1 - 1e-9 &&
+                     !tr->attn_sparse && nk == 0;
     tr->attn_host_bytes = cc ? nh * fetch_rows * kvr : 0;
     if (io->partial_row_bytes && o->partial_ratio > 0) {
         tr->spec_dev_bytes = B * ctx * (double)io->partial_row_bytes;

@@ -39,9 +39,10 @@ typedef struct ig_hwprof {
          * bytes per KV head and row); attn_int4_gbps: the same over 4-bit rows decoded inside the
          * kernel, in the same f32-equivalent unit; attn_sparse_gbps: f32 rows of a scattered
          * selection (one in five, as a speculating policy reads them); select_gbps: a speculating
-         * policy's selection (partial scores, threshold counts, top entries), GB/s of partial keys.
-         */
-        double attn_gbps, attn_int4_gbps, attn_sparse_gbps, select_gbps;
+         * policy's selection (partial scores, threshold counts, top entries), GB/s of partial keys;
+         * attn_dense_gbps: every f32 row of a contiguous table through the dense kernel, as a
+         * dense policy whose rows never move reads them (0: at attn_gbps). */
+        double attn_gbps, attn_int4_gbps, attn_sparse_gbps, select_gbps, attn_dense_gbps;
         char kernel_shape[IG_HWPROF_NAME_MAX];
         /* Optional rates of one model's decode matmuls, f32 weights, at that model's own shapes
          * (matmul_shape "d_model,q_dim,kv_dim,d_ffn,ffn_mats,vocab,n_layer,rows", free text): the

@@ -1495,7 +1495,11 @@ static void test_measure(void) {
     double asp = ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 5, 0, 3);
     CU_ASSERT(asp > 0.01 && asp < 1e5);
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 301, 0, 1), 0.0); /* stride */
-    CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 0, 0, 1), 0.0);
+    CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, -1, 0, 1), 0.0);
+    /* stride 0: the dense kernel over contiguous f32 rows; not over codes */
+    double adn = ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 0, 0, 3);
+    CU_ASSERT(adn > 0.01 && adn < 1e5);
+    CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 0, 4, 1), 0.0);
     CU_ASSERT(sel > 0.001 && sel < 1e5);
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 3, 32, 4, 300, 1, 0, 1), 0.0); /* 4 % 3 */
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 1, 3, 1), 0.0); /* 3-bit */

@@ -44,6 +44,7 @@ static int prof_equal(const ig_hwprof *a, const ig_hwprof *b) {
         a->device.attn_int4_gbps == b->device.attn_int4_gbps &&
         a->device.attn_sparse_gbps == b->device.attn_sparse_gbps &&
         a->device.select_gbps == b->device.select_gbps &&
+        a->device.attn_dense_gbps == b->device.attn_dense_gbps &&
         !strcmp(a->device.kernel_shape, b->device.kernel_shape) &&
         a->device.gemm_tflops_layer == b->device.gemm_tflops_layer &&
         a->device.gemm_tflops_logits == b->device.gemm_tflops_logits &&
@@ -92,6 +93,7 @@ static void test_profile_roundtrip(void) {
     c.device.attn_int4_gbps = 1e-3;
     c.device.attn_sparse_gbps = 2.5;
     c.device.select_gbps = 9.25;
+    c.device.attn_dense_gbps = 31.0 / 3;
     snprintf(c.device.kernel_shape, sizeof c.device.kernel_shape, "9,3,64");
     c.device.gemm_tflops_layer = 0.078 / 7;
     c.device.gemm_tflops_logits = 1e-4;
@@ -578,6 +580,13 @@ static void test_cost_by_hand(void) {
     hk.attn_sparse_bw = 4e9;
     ig_cost_times_of(&tr, 1, &hk, 1, &t);
     IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 4e9, 1e-12);
+    /* the dense kernel's rows: at the f32 rate until it is measured, then at its own */
+    tr = (ig_cost_traffic){.attn_dev_bytes = 1e9, .attn_dev_f32 = 1e9, .attn_dense = 1};
+    ig_cost_times_of(&tr, 1, &hk, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 5e9, 1e-12);
+    hk.attn_dense_bw = 8e9;
+    ig_cost_times_of(&tr, 1, &hk, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 8e9, 1e-12);
     hk.attn_bw = 1e12; /* a kernel faster than memory: the bytes bound it */
     tr = (ig_cost_traffic){.attn_dev_bytes = 1e9, .attn_dev_f32 = 1e9};
     ig_cost_times_of(&tr, 1, &hk, 1, &t);
@@ -660,8 +669,10 @@ static void test_kernel_rates(void) {
     p.device.attn_int4_gbps = 15;
     p.device.attn_sparse_gbps = 9;
     p.device.select_gbps = 5;
+    p.device.attn_dense_gbps = 23;
     snprintf(p.device.kernel_shape, sizeof p.device.kernel_shape, "9,3,64");
     CU_ASSERT_EQUAL(ig_cost_hw_from_profile_for(&p, &c, &hw), 1);
+    IG_ASSERT_NEAR(hw.attn_dense_bw, 23e9, 1e-3);
     IG_ASSERT_NEAR(hw.attn_bw, 17e9, 1e-3);
     IG_ASSERT_NEAR(hw.attn_enc_bw, 15e9, 1e-3);
     IG_ASSERT_NEAR(hw.attn_sparse_bw, 9e9, 1e-3);
@@ -698,6 +709,12 @@ static void test_kernel_rates(void) {
     IG_ASSERT_NEAR(tr.attn_dev_f32, 8.0 * 200 * 2 * 32 * 4, 1e-6);
     CU_ASSERT(tr.attn_dev_bytes < tr.attn_dev_f32 / 4);
     CU_ASSERT_EQUAL(tr.attn_sparse, 0); /* every kept row read */
+    CU_ASSERT_EQUAL(tr.attn_dense, 0);  /* codes: the decoding kernel */
+    ig_plan_free(pl);
+    o.kv_dtype = IG_PLAN_F32; /* f32, all kept, all read: the dense kernel */
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &pl, &err), IG_OK);
+    ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
+    CU_ASSERT(tr.attn_dense == 1 && tr.attn_sparse == 0 && tr.attn_enc == 0);
     ig_plan_free(pl);
     /* a fetch below what is kept (InfiniGen's selection among every row) is scattered; a budget
      * that keeps only what it reads (H2O) is not */
@@ -707,11 +724,13 @@ static void test_kernel_rates(void) {
     ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
     CU_ASSERT_EQUAL(tr.attn_sparse, 1);
     CU_ASSERT_EQUAL(tr.attn_enc, 0);
+    CU_ASSERT_EQUAL(tr.attn_dense, 0);
     ig_plan_free(pl);
     o.kv_keep_fraction = 0.2;
     CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &pl, &err), IG_OK);
     ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
     CU_ASSERT_EQUAL(tr.attn_sparse, 0);
+    CU_ASSERT_EQUAL(tr.attn_dense, 0); /* rows evicted: H2O reads its kept ones by index */
     ig_plan_free(pl);
 }
 
@@ -1090,7 +1109,8 @@ static void test_cli(void) {
     CU_ASSERT_EQUAL(r->status, 0);
     CU_ASSERT_EQUAL(ig_hwprof_load(out, &hw, &err), IG_OK);
     CU_ASSERT(hw.device.attn_gbps > 0 && hw.device.attn_int4_gbps > 0 &&
-              hw.device.attn_sparse_gbps > 0 && hw.device.select_gbps > 0);
+              hw.device.attn_sparse_gbps > 0 && hw.device.select_gbps > 0 &&
+              hw.device.attn_dense_gbps > 0);
     CU_ASSERT_STRING_EQUAL(hw.device.kernel_shape, "9,3,64");
     CU_ASSERT(hw.device.gemm_tflops_layer == 0 && hw.device.matmul_shape[0] == 0);
     /* with a matmul shape: the model's decode matmuls at its own shapes */

@@ -304,8 +304,8 @@ int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int 
 double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs, int64_t rows,
                                      int stride, int enc_bits, int reps) {
     if (n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head || hd <= 0 || hd > 1024 ||
-        n_kv_head > 64 || seqs <= 0 || rows <= 0 || stride < 1 || stride > rows ||
-        !(enc_bits == 0 || enc_bits == 4))
+        n_kv_head > 64 || seqs <= 0 || rows <= 0 || stride < 0 || stride > rows ||
+        !(enc_bits == 0 || enc_bits == 4) || (stride == 0 && enc_bits))
         return 0.0;
     if (reps < 1) reps = 1;
     if (reps > MEASURE_REPS_MAX) reps = MEASURE_REPS_MAX;
@@ -315,6 +315,8 @@ double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs
     size_t G = (size_t)n_kv_head, R = (size_t)rows, S = (size_t)seqs, H = (size_t)n_head;
     size_t hdz = (size_t)hd;
     size_t rb = enc_bits ? ig_kvq_row_bytes(hd, enc_bits, group) : hdz * sizeof(float);
+    int dense = stride == 0; /* every row through ig_cpu_attention: no index lists */
+    if (dense) stride = 1;
     size_t n_read = (R + (size_t)stride - 1) / (size_t)stride; /* rows 0, stride, 2 stride, ... */
     size_t per_seq = 2 * G * R * rb;                           /* K and V of every KV head */
     unsigned char *kv = ig_aligned_alloc(S * per_seq, NULL);
@@ -323,7 +325,8 @@ double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs
     float *out = ig_aligned_alloc(H * hdz * sizeof(float), NULL);
     float *extra = ig_aligned_alloc(2 * G * hdz * sizeof(float), NULL);
     float *row = ig_aligned_alloc(hdz * sizeof(float), NULL);
-    size_t wsf = ig_cpu_attention_gather_ws_floats(n_head, rows + 1);
+    size_t wsf = dense ? ig_cpu_attention_ws_floats(1, rows, n_head, hd, 0)
+                       : ig_cpu_attention_gather_ws_floats(n_head, rows + 1);
     float *ws = ig_aligned_alloc(wsf * sizeof(float), NULL);
     double best = 0;
     if (kv && idx && q && out && extra && row && ws) {
@@ -346,6 +349,12 @@ double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs
             double t0 = ig_time_s();
             for (size_t s = 0; s < S; s++) {
                 unsigned char *base = kv + s * per_seq;
+                if (dense) { /* [K: G][R][hd], [V: G][R][hd]: the home table's layout */
+                    ig_cpu_attention(q + s * H * hdz, 1, rows - 1, (const float *)base,
+                                     (const float *)(base + G * R * rb), rows, n_head, n_kv_head,
+                                     hd, 1.0f / sqrtf((float)hd), ws, wsf, out);
+                    continue;
+                }
                 for (size_t g = 0; g < G; g++) {
                     unsigned char *k = base + g * R * rb, *v = base + (G + g) * R * rb;
                     kb[g] = (const float *)k;

@@ -38,7 +38,9 @@ int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int 
  * model's shape: `seqs` sequences of `rows` cached rows per KV head, of which rows 0, stride,
  * 2 stride, ... are read in place through index lists (stride 1: every row, as full attention
  * reads them; 5: a scattered fifth, as a speculating policy's selection does), plus the new
- * token's row; f32 rows (enc_bits 0) or 4-bit codes (enc_bits 4, groups of
+ * token's row; stride 0: every row of the contiguous table through ig_cpu_attention, as the
+ * engine's dense path reads it (a dense policy over f32 rows that never move; f32 only, and the
+ * new token's row is the table's last); f32 rows (enc_bits 0) or 4-bit codes (enc_bits 4, groups of
  * min(64, hd)) decoded inside the kernel. Returns GB/s of f32-equivalent KV (seqs x rows read x
  * n_kv_head x 2 x hd x 4 bytes per pass), the unit the cost model prices attended rows in; the
  * median of reps passes (at most 64) after one warm-up pass, the typical rate a run sees. 0 on a
