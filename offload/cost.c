@@ -182,6 +182,15 @@ double ig_cost_fetch_fraction(const ig_plan_opts *o, double ctx) {
     return f < o->kv_keep_fraction ? f : o->kv_keep_fraction;
 }
 
+double ig_cost_layer_fetch_fraction(const ig_plan_opts *o, int layer, double ctx) {
+    int L = o->model.n_layer, D = o->dense_layers < L ? o->dense_layers : L;
+    double keep = o->kv_keep_fraction, f = ig_cost_fetch_fraction(o, ctx);
+    if (D <= 0 || layer < 0) return f;
+    if (layer < D) return keep;
+    if (o->fetch_profile_n > 0) f = (f * L - D * keep) / (L - D);
+    return f < 0 ? 0 : f < keep ? f : keep;
+}
+
 void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_cost_traffic *tr) {
     memset(tr, 0, sizeof *tr);
     const ig_plan_opts *o = ig_plan_get_opts(p);
@@ -211,7 +220,8 @@ void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_
     tr->h2d_bytes = (double)(io->w_bytes[IG_TIER_HOST] + io->w_bytes[IG_TIER_DISK]);
     tr->disk_read_bytes = (double)io->w_bytes[IG_TIER_DISK];
     double rows_new = decode ? 1 : ceil(o->kv_keep_fraction * P - 1e-9);
-    double fetch_rows = decode ? ig_cost_fetch_fraction(o, ctx) * ctx : 0;
+    double frac = ig_cost_layer_fetch_fraction(o, layer, ctx);
+    double fetch_rows = decode ? frac * ctx : 0;
     tr->h2d_bytes += ((cc ? 0 : nh) + nk) * fetch_rows * kvr;
     tr->disk_read_bytes += nk * fetch_rows * kvr;
     tr->d2h_bytes += (nh + nk) * rows_new * kvr;
@@ -235,13 +245,14 @@ void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_
     tr->attn_dev_f32 =
         (nd + nk + (cc ? 0 : nh)) * fetch_rows * 2.0 * c->n_kv_head * c->head_dim * 4;
     tr->attn_enc = o->kv_dtype == IG_PLAN_INT4 || o->kv_dtype == IG_PLAN_INT8;
-    tr->attn_sparse = ig_cost_fetch_fraction(o, ctx) < o->kv_keep_fraction - 1e-9;
+    tr->attn_sparse = frac < o->kv_keep_fraction - 1e-9;
     /* the engine's dense path (engine_kv.c, contig): f32 rows, none evicted, every one read where
      * it lives; H2O's kept fifth and rows on disk (a working set) go through index lists */
     tr->attn_dense = o->kv_dtype == IG_PLAN_F32 && o->kv_keep_fraction >= 1 - 1e-9 &&
-                     !tr->attn_sparse && nk == 0;
+                     !tr->attn_sparse && nk == 0 && o->dense_layers <= 0 && o->partial_ratio <= 0 &&
+                     ig_cost_fetch_fraction(o, ctx) >= 1 - 1e-9;
     tr->attn_host_bytes = cc ? nh * fetch_rows * kvr : 0;
-    if (io->partial_row_bytes && o->partial_ratio > 0) {
+    if (io->partial_row_bytes && o->partial_ratio > 0 && layer >= o->dense_layers) {
         tr->spec_dev_bytes = B * ctx * (double)io->partial_row_bytes;
         /* igen's speculation projects the full query of the next layer (its W_q, d_model x
          * n_head x head_dim) before taking the partial columns */
@@ -267,10 +278,12 @@ ig_status ig_cost_estimate(const ig_plan *p, const ig_cost_hw *hw, ig_cost_resul
                             "hardware rates must be positive (matmul, memory and link bandwidths)");
     int L = o->model.n_layer;
     int rep[MAX_GROUPS], cnt[MAX_GROUPS], ng = 0, per_layer = 0;
+    int D = o->dense_layers;
     for (int l = 0; l < L && !per_layer; l++) {
         int g = 0;
-        for (; g < ng; g++)
-            if (!memcmp(ig_plan_layer(p, rep[g]), ig_plan_layer(p, l), sizeof(ig_plan_layer_io)))
+        for (; g < ng; g++) /* a policy's dense layers read more: their own group */
+            if (!memcmp(ig_plan_layer(p, rep[g]), ig_plan_layer(p, l), sizeof(ig_plan_layer_io)) &&
+                (rep[g] < D) == (l < D))
                 break;
         if (g < ng) {
             cnt[g]++;

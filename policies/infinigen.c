@@ -1279,6 +1279,7 @@ static ig_status ig_cost_terms(const ig_policy_params *p, const ig_model_config 
     t->fetch_is_cap = 1;
     t->partial = ig_params_num(p, "partial_ratio");
     t->keep = ig_params_num(p, "pool_capacity");
+    t->dense_layers = (int)ig_params_num(p, "dense_layers");
     const char *fp = ig_params_str(p, "fetch_profile");
     if (fp && strlen(fp) >= sizeof t->fetch_profile)
         return ig_error_set(err, IG_ERR_INVALID_ARG,

@@ -426,6 +426,7 @@ static ig_status quest_cost_terms(const ig_policy_params *p, const ig_model_conf
     (void)cfg;
     (void)err;
     t->fetch = ig_params_num(p, "budget_ratio");
+    t->dense_layers = (int)ig_params_num(p, "dense_layers");
     return IG_OK;
 }
 

@@ -711,11 +711,17 @@ static void test_kernel_rates(void) {
     CU_ASSERT_EQUAL(tr.attn_sparse, 0); /* every kept row read */
     CU_ASSERT_EQUAL(tr.attn_dense, 0);  /* codes: the decoding kernel */
     ig_plan_free(pl);
-    o.kv_dtype = IG_PLAN_F32; /* f32, all kept, all read: the dense kernel */
+    o.kv_dtype = IG_PLAN_F32; /* f32, all kept, all read, but a speculating policy: index lists */
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &pl, &err), IG_OK);
+    ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
+    CU_ASSERT(tr.attn_dense == 0 && tr.attn_sparse == 0 && tr.attn_enc == 0);
+    ig_plan_free(pl);
+    o.partial_ratio = 0; /* no policy at all: the dense kernel */
     CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &pl, &err), IG_OK);
     ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
     CU_ASSERT(tr.attn_dense == 1 && tr.attn_sparse == 0 && tr.attn_enc == 0);
     ig_plan_free(pl);
+    o.partial_ratio = 0.25;
     /* a fetch below what is kept (InfiniGen's selection among every row) is scattered; a budget
      * that keeps only what it reads (H2O) is not */
     o.kv_dtype = IG_PLAN_F32;
@@ -1231,6 +1237,73 @@ static void test_fetch_profile(void) {
     remove(path);
 }
 
+/* A policy's dense layers (InfiniGen's, Quest's dense_layers): every kept row there, the cap per
+ * later layer, and a measured all-layer fraction split so that the layers add up to it; the
+ * estimate prices the dense layers as their own group (a step = D dense layers + L - D others). */
+static void test_dense_layers(void) {
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = one_layer_cfg();
+    o.model.n_layer = 10;
+    o.fetch_fraction = 0.2;
+    o.kv_keep_fraction = 1;
+    o.dense_layers = 2;
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 0, 500), 1, 0);
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 1, 500), 1, 0);
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 2, 500), 0.2, 0); /* the cap, per layer */
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, -1, 500), 0.2, 0);
+    o.fetch_profile_n = 2; /* all layers together read 0.5 at 100 tokens, 0.1 at 1000 */
+    o.fetch_profile_ctx[0] = 100;
+    o.fetch_profile_frac[0] = 0.5;
+    o.fetch_profile_ctx[1] = 1000;
+    o.fetch_profile_frac[1] = 0.1;
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 9, 100), (0.5 * 10 - 2) / 8, 1e-12);
+    double sum = 0;
+    for (int l = 0; l < 10; l++) sum += ig_cost_layer_fetch_fraction(&o, l, 100);
+    IG_ASSERT_NEAR(sum / 10, 0.5, 1e-12);
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 5, 1000), 0, 0); /* 0.1 < 2 dense of 10 */
+    o.dense_layers = 0;
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 0, 100), 0.5, 1e-12);
+
+    /* through a plan: KV behind the link, 4 layers, the first dense */
+    ig_cost_hw hw = {.gemm_flops = 1e12,
+                     .gemm_flops_decode = 0.5e12,
+                     .dev_bw = 100e9,
+                     .host_bw = 10e9,
+                     .h2d_bw = 1e9,
+                     .d2h_bw = 1e9};
+    o.model.n_layer = 4;
+    o.fetch_profile_n = 0;
+    o.dense_layers = 1;
+    o.wl = (ig_workload){100, 11, 4, 1};
+    o.pct = (ig_plan_percent){100, 0, 0, 100, 100, 0};
+    ig_machine m = {.device_bytes = (size_t)1 << 30, .n_numa = 1, .numa_bytes = {(size_t)1 << 30}};
+    ig_plan *p = NULL;
+    ig_error err;
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+    ig_cost_traffic t0, t2;
+    ig_cost_layer_traffic(p, 0, 1, 150, &t0);
+    ig_cost_layer_traffic(p, 2, 1, 150, &t2);
+    IG_ASSERT_NEAR(t0.h2d_bytes, 5 * t2.h2d_bytes, 1e-6 * t0.h2d_bytes); /* 1 against 0.2 */
+    CU_ASSERT(t0.attn_sparse == 0 && t2.attn_sparse == 1 && t0.attn_dense == 0);
+    ig_cost_result r;
+    CU_ASSERT_EQUAL_FATAL(ig_cost_estimate(p, &hw, &r, &err), IG_OK);
+    double want = 0; /* decode: steps j = 1 .. gen_len - 1 at context P + j, layer by layer */
+    ig_cost_times tm;
+    ig_cost_traffic tr;
+    for (int j = 1; j < o.wl.gen_len; j++)
+        for (int l = 0; l < 4; l++) {
+            ig_cost_layer_traffic(p, l, 1, o.wl.prompt_len + j, &tr);
+            ig_cost_times_of(&tr, 1, &hw, o.overlap, &tm);
+            want += tm.step;
+        }
+    ig_cost_layer_traffic(p, -1, 1, o.wl.prompt_len, &tr);
+    ig_cost_times_of(&tr, 1, &hw, o.overlap, &tm);
+    want += (o.wl.gen_len - 1) * tm.step;
+    IG_ASSERT_NEAR(r.decode_s, want, 1e-9 * want);
+    ig_plan_free(p);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("plan", NULL, NULL);
     CU_add_test(s, "profile_roundtrip", test_profile_roundtrip);
@@ -1244,6 +1317,7 @@ void ig_test_register(void) {
     CU_add_test(s, "kernel_rates", test_kernel_rates);
     CU_add_test(s, "matmul_rates", test_matmul_rates);
     CU_add_test(s, "fetch_profile", test_fetch_profile);
+    CU_add_test(s, "dense_layers", test_dense_layers);
     CU_add_test(s, "search", test_search);
     CU_add_test(s, "compressed_weights", test_compressed_weights);
     CU_add_test(s, "cli", test_cli);

@@ -237,6 +237,7 @@ static void cost_terms_apply(const ig_policy_cost_terms *t, ig_plan_opts *o) {
     o->kv_keep_fraction = t->keep;
     o->fetch_fraction = t->fetch;
     o->partial_ratio = t->partial;
+    o->dense_layers = t->dense_layers;
 }
 
 ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int n, ig_plan_opts *o,
