@@ -278,7 +278,7 @@ ig_status ig_cost_estimate(const ig_plan *p, const ig_cost_hw *hw, ig_cost_resul
                             "hardware rates must be positive (matmul, memory and link bandwidths)");
     int L = o->model.n_layer;
     int rep[MAX_GROUPS], cnt[MAX_GROUPS], ng = 0, per_layer = 0;
-    int D = o->dense_layers;
+    int D = o->dense_layers, glast = -1;
     for (int l = 0; l < L && !per_layer; l++) {
         int g = 0;
         for (; g < ng; g++) /* a policy's dense layers read more: their own group */
@@ -293,6 +293,7 @@ ig_status ig_cost_estimate(const ig_plan *p, const ig_cost_hw *hw, ig_cost_resul
         } else {
             per_layer = 1;
         }
+        if (l == L - 1) glast = g;
     }
     if (per_layer) { /* heterogeneous layers: every layer on its own */
         ng = 0;
@@ -303,10 +304,11 @@ ig_status ig_cost_estimate(const ig_plan *p, const ig_cost_hw *hw, ig_cost_resul
     ig_cost_times tm;
     for (int i = 0; i < n_units; i++) {
         int l = per_layer ? i : rep[i], k = per_layer ? 1 : cnt[i];
+        int last = per_layer ? l == L - 1 : i == glast;
         ig_cost_layer_traffic(p, l, 0, P, &tr);
         ig_cost_times_of(&tr, 0, hw, o->overlap, &tm);
         out->prefill_s += k * tm.step;
-        if (l == 0) {
+        if (last) {
             out->prefill_layer = tm;
             out->prefill_traffic = tr;
         }
@@ -314,10 +316,14 @@ ig_status ig_cost_estimate(const ig_plan *p, const ig_cost_hw *hw, ig_cost_resul
             ig_cost_layer_traffic(p, l, 1, P + j, &tr);
             ig_cost_times_of(&tr, 1, hw, o->overlap, &tm);
             out->decode_s += k * tm.step;
-            if (l == 0 && j == G - 1) {
+            if (j < G - 1) continue;
+            if (last) {
                 out->decode_layer = tm;
                 out->decode_traffic = tr;
             }
+            out->decode_step_h2d_bytes += k * tr.h2d_bytes;
+            out->decode_step_d2h_bytes += k * tr.d2h_bytes;
+            out->decode_step_disk_read_bytes += k * tr.disk_read_bytes;
         }
     }
     ig_cost_layer_traffic(p, -1, 0, P, &tr);

@@ -101,9 +101,12 @@ typedef struct ig_cost_result {
     double decode_step_s;     /* decode_s / (gen_len - 1): time per generated token of the block */
     double throughput;        /* block x gen_len / total_s, tokens/s */
     double decode_throughput; /* block x (gen_len - 1) / decode_s */
-    ig_cost_times prefill_layer; /* layer 0 */
-    ig_cost_times decode_layer;  /* layer 0, at the last decode step's context */
+    /* the last layer (a policy's dense layers come first: the last is a typical one) */
+    ig_cost_times prefill_layer;
+    ig_cost_times decode_layer; /* at the last decode step's context */
     ig_cost_traffic prefill_traffic, decode_traffic;
+    /* the last decode step's transfers summed over all layers (the outer tensors not included) */
+    double decode_step_h2d_bytes, decode_step_d2h_bytes, decode_step_disk_read_bytes;
 } ig_cost_result;
 
 /* Predicts the workload's time for a plan. Fails (IG_ERR_INVALID_ARG) only when the plan needs a

@@ -1301,6 +1301,16 @@ static void test_dense_layers(void) {
     ig_cost_times_of(&tr, 1, &hw, o.overlap, &tm);
     want += (o.wl.gen_len - 1) * tm.step;
     IG_ASSERT_NEAR(r.decode_s, want, 1e-9 * want);
+    /* the last step's transfers over all layers; the reported layer is the last (not dense) one */
+    double h2d = 0;
+    for (int l = 0; l < 4; l++) {
+        ig_cost_layer_traffic(p, l, 1, o.wl.prompt_len + o.wl.gen_len - 1, &tr);
+        h2d += tr.h2d_bytes;
+    }
+    IG_ASSERT_NEAR(r.decode_step_h2d_bytes, h2d, 1e-9 * h2d);
+    CU_ASSERT(r.decode_step_h2d_bytes > 4 * r.decode_traffic.h2d_bytes); /* the dense layer's */
+    ig_cost_layer_traffic(p, 3, 1, o.wl.prompt_len + o.wl.gen_len - 1, &tr);
+    IG_ASSERT_NEAR(r.decode_traffic.h2d_bytes, tr.h2d_bytes, 0);
     ig_plan_free(p);
 }
 

@@ -108,7 +108,7 @@ KV cache 100%% in CPU memory, activations on the GPU; hardware `configs/hardware
 (RTX A6000, PCIe 3.0 x16 assumed at 12 GB/s each way, 100 / 12 TFLOPS prefill / decode matmuls,
 650 GB/s device memory; every number is a stated assumption, not a measurement).
 
-| policy | decode tok/s | vs full | decode step (ms, 40 layers) | h2d per layer, last step (ms) | compute per layer, last step (ms) | prefill (s) | device GiB | host KV GiB |
+| policy | decode tok/s | vs full | decode step (ms, 40 layers) | h2d of the last layer, last step (ms) | compute of the last layer, last step (ms) | prefill (s) | device GiB | host KV GiB |
 |---|---|---|---|---|---|---|---|---|
 %s
 
@@ -129,19 +129,22 @@ reference notes, so only the range can be compared.
 Predicted InfiniGen speedup in decode throughput: **%.2fx over full fetch (FlexGen), %.2fx over
 int4, %.2fx over H2O**.
 
-- Full fetch and int4 sit inside the paper's range from the transfer volume alone: the model is
-  transfer bound for full (the KV rows of 20 x ~2k tokens cross PCIe every layer) and int4 cuts the
-  bytes by 0.28x, so the predicted order (full < int4 < infinigen) is the paper's order. The paper's
-  upper end (32.93x) is against UVM-based baselines, which the cost model does not represent (no
-  page-fault migration model), so nothing here can reproduce it.
-- H2O at 20%% moves the same number of bytes per step as InfiniGen at 20%%, and both are transfer
-  bound, so the model predicts them **equal**: InfiniGen's speculation (partial query matmul and
-  partial scores) lands in the compute activity, which stays under the KV transfer in every layer
-  (compute column), and its partial key cache only costs device memory (+3.6 GiB here). The paper
-  reports InfiniGen ahead of H2O in speed; the model does not capture what makes a real H2O run
-  slower (its per-step score accumulation and eviction bookkeeping), nor InfiniGen's layer-0/1
-  full fetches (which would make InfiniGen slightly slower here). InfiniGen's advantage over H2O
-  that the model can explain is memory-neutral accuracy (it keeps every row), not speed.
+- Every policy here is transfer bound (the KV rows of 20 x ~2k tokens cross PCIe every layer), so
+  the predicted order follows the bytes moved: full 1, int4 0.28 (4-bit codes), InfiniGen at its
+  cap 0.24 (every row in its 2 dense layers, 20%% in the other 38), H2O 0.20. Against full the
+  speedup (%.2fx) is inside the paper's range; against int4 (%.2fx) %s the paper's lower end
+  (1.63x). The paper's upper end (32.93x) is against UVM-based baselines, which the cost model does
+  not represent (no page-fault migration model), so nothing here can reproduce it.
+- H2O keeps and fetches 20%% of the rows in every layer. InfiniGen at its cap fetches 20%% in the
+  speculated layers and every row in its first two (`dense_layers`, as the authors' artifact runs
+  it), so it moves more bytes than H2O and, both being transfer bound, the model predicts it at
+  %.2fx H2O's speed: its speculation (partial query matmul and partial scores) lands in the compute
+  activity, which stays under the KV transfer in every layer (compute column), and its partial key
+  cache only costs device memory (+3.6 GiB here). The paper reports InfiniGen ahead of H2O in
+  speed; at a fixed 20%% fetch nothing in this model can put it there, and the model does not
+  capture what makes a real H2O run slower (its per-step score accumulation and eviction
+  bookkeeping). What moves InfiniGen ahead here is a fetch that shrinks with the sequence (next
+  section); its advantage at the cap is memory-neutral accuracy (it keeps every row), not speed.
 - Ratios, not absolute tokens/s, are what this comparison can support: the A6000 profile's rates
   are data-sheet based assumptions. The issue's acceptance check of the cost model is the
   predicted-vs-measured table on the CPU backend (`igen profile-hw` profile), which belongs with the
@@ -154,8 +157,8 @@ rule really read on SmolLM2-135M as the sequence grew (`%s`, made by `igen ppl -
 docs/planner.md "Fetch profiles"): 0.21 of the rows at a context of 192, 0.14 at 1983, over all
 layers. Nothing was measured on OPT-13B (no OPT weights here), so this is a proxy for the *shape*
 of InfiniGen's fetch curve, not OPT's numbers. With it the predicted speedup in Fig 14's setting is
-**%.2fx over full, %.2fx over int4, %.2fx over H2O** (inside the paper's 1.63x-32.93x range against
-full and int4; ahead of H2O now only because the proxy reads 14%% at 2k tokens where H2O reads 20%%).
+**%.2fx over full, %.2fx over int4, %.2fx over H2O** (against H2O because the proxy reads 14%% of
+all rows at 2k tokens, its two dense layers included, where H2O reads 20%%).
 
 Fig 16a's setting (batch 8, 128 generated tokens), decode time per step in ms (40 layers):
 
@@ -168,7 +171,8 @@ paper's Fig 16a statement (InfiniGen's time grows far more slowly with the seque
 H2O's) appears once the model is fed the measured fetch behaviour, and not at the cap, where both
 grow alike; its size ("far more slowly") is more than this proxy gives: SmolLM2's speculated
 layers still read 7%% of the rows at 2k tokens, and the two dense layers read all of theirs.
-""" % ("\n".join(rows), ratios["full"], ratios["int4"], ratios["h2o"], PROFILE,
+""" % ("\n".join(rows), ratios["full"], ratios["int4"], ratios["h2o"], ratios["full"], ratios["int4"],
+       "inside" if ratios["int4"] >= 1.63 else "below", ratios["h2o"], PROFILE,
        ratios_p["full"], ratios_p["int4"], ratios_p["h2o"], "\n".join(f16_rows), g_h2o, g_ig)
     with open(os.path.join(a.out, "cost_model_paper.md"), "w") as f:
         f.write(md)

@@ -732,10 +732,9 @@ static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err)
     json_object_object_add(mx, "kernel_rates", json_object_new_string(kernel_rates));
     json_object_object_add(mx, "matmul_rates", json_object_new_string(matmul_rates));
     if (pt->metric_bytes) { /* per decode step, all layers */
-        double L = shape.config.n_layer;
-        put_d(mx, "h2d_bytes_per_step", L * c.decode_traffic.h2d_bytes);
-        put_d(mx, "d2h_bytes_per_step", L * c.decode_traffic.d2h_bytes);
-        put_d(mx, "disk_read_bytes_per_step", L * c.decode_traffic.disk_read_bytes);
+        put_d(mx, "h2d_bytes_per_step", c.decode_step_h2d_bytes);
+        put_d(mx, "d2h_bytes_per_step", c.decode_step_d2h_bytes);
+        put_d(mx, "disk_read_bytes_per_step", c.decode_step_disk_read_bytes);
     }
 out:
     ig_plan_free(plan);
