@@ -483,9 +483,13 @@ ig_status ig_plan_create(const ig_plan_opts *o, const ig_machine *m, ig_plan **o
         if (off > max_off) max_off = off;
         if (io->w_bytes[IG_TIER_DISK] > max_disk) max_disk = io->w_bytes[IG_TIER_DISK];
     }
-    /* outer tensors as one unit (midpoint at 50%) */
+    /* The outer tensors (embeddings, final norm, lm_head) as one unit on the device, whatever the
+     * weight percentages: both engines keep them resident there (the CUDA engine uploads them at
+     * load; neither streams them), so a plan that put them on the host or disk (FlexGen's midpoint
+     * rule at 50%) would count device memory the run uses as free and price a stream the run
+     * never makes. */
     p->outer_bytes = outer_sizes(o);
-    ig_tier_kind ok = tier_at(0.5, o->pct.w_gpu, o->pct.w_cpu);
+    ig_tier_kind ok = IG_TIER_DEVICE;
     put_bytes(&ha, u, ok, 0, p->outer_bytes, &p->wp.outer);
     if (ok != IG_TIER_DEVICE && p->outer_bytes > max_off) max_off = p->outer_bytes;
     if (ok == IG_TIER_DISK && p->outer_bytes > max_disk) max_disk = p->outer_bytes;

@@ -1314,6 +1314,35 @@ static void test_dense_layers(void) {
     ig_plan_free(p);
 }
 
+/* The outer tensors stay on the device at every weight placement (the engines never stream
+ * them): counted in device memory, never in a step's transfers. */
+static void test_outer_resident(void) {
+    ig_plan_opts o;
+    ig_plan_opts_init(&o);
+    o.model = one_layer_cfg();
+    o.wl = (ig_workload){100, 11, 4, 1};
+    ig_machine m = {.device_bytes = (size_t)1 << 30,
+                    .n_numa = 1,
+                    .numa_bytes = {(size_t)1 << 30},
+                    .disk_bytes = (size_t)1 << 30};
+    const ig_plan_percent pcts[] = {{0, 100, 100, 0, 100, 0},
+                                    {0, 0, 100, 0, 100, 0},
+                                    {50, 50, 100, 0, 100, 0},
+                                    {100, 0, 100, 0, 100, 0}};
+    for (size_t i = 0; i < sizeof pcts / sizeof pcts[0]; i++) {
+        o.pct = pcts[i];
+        ig_plan *p = NULL;
+        ig_error err;
+        CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &p, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_plan_weights(p)->outer.kind, IG_TIER_DEVICE);
+        CU_ASSERT(ig_plan_get_usage(p)->device.weights >= ig_plan_outer_bytes(p));
+        ig_cost_traffic tr;
+        ig_cost_layer_traffic(p, -1, 1, 100, &tr);
+        CU_ASSERT(tr.h2d_bytes == 0 && tr.disk_read_bytes == 0 && tr.outer == 1);
+        ig_plan_free(p);
+    }
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("plan", NULL, NULL);
     CU_add_test(s, "profile_roundtrip", test_profile_roundtrip);
@@ -1328,6 +1357,7 @@ void ig_test_register(void) {
     CU_add_test(s, "matmul_rates", test_matmul_rates);
     CU_add_test(s, "fetch_profile", test_fetch_profile);
     CU_add_test(s, "dense_layers", test_dense_layers);
+    CU_add_test(s, "outer_resident", test_outer_resident);
     CU_add_test(s, "search", test_search);
     CU_add_test(s, "compressed_weights", test_compressed_weights);
     CU_add_test(s, "cli", test_cli);
