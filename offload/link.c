@@ -101,9 +101,10 @@ double ig_link_time(const ig_link_model *m, ig_link_dir dir, size_t bytes) {
  * With two cores and two compute threads, spinning through the last ~150 us of every fetch (as this
  * wait once did, after a sleep that stopped short) slowed the matmuls and the attention of the
  * steps the fetch ran beside by a third. So the wait sleeps, aiming early by this thread's running
- * mean of how late the scheduler wakes it, sleeps again if that was too early, and spins only
- * through the last LINK_SPIN_S (or a wait shorter than the mean lateness): it never returns before
- * the deadline, and it is late by about what one wake-up costs when the machine is loaded. */
+ * mean of how late the scheduler wakes it (capped at 500 us), and spins only through what is left
+ * when it wakes: the part of that mean the wake-up did not use, or a whole wait shorter than the
+ * mean or than LINK_SPIN_S. It never returns before the deadline, and it is late by about what one
+ * wake-up costs when the machine is loaded. */
 #define LINK_SPIN_S 30e-6
 static _Thread_local double wake_late_s = 60e-6;
 

@@ -489,10 +489,7 @@ ig_status ig_plan_create(const ig_plan_opts *o, const ig_machine *m, ig_plan **o
      * rule at 50%) would count device memory the run uses as free and price a stream the run
      * never makes. */
     p->outer_bytes = outer_sizes(o);
-    ig_tier_kind ok = IG_TIER_DEVICE;
-    put_bytes(&ha, u, ok, 0, p->outer_bytes, &p->wp.outer);
-    if (ok != IG_TIER_DEVICE && p->outer_bytes > max_off) max_off = p->outer_bytes;
-    if (ok == IG_TIER_DISK && p->outer_bytes > max_disk) max_disk = p->outer_bytes;
+    put_bytes(&ha, u, IG_TIER_DEVICE, 0, p->outer_bytes, &p->wp.outer);
 
     /* KV cache: whole sequences; each keeps ceil(keep x tokens) rows of every layer */
     split_sequences(B, o->pct.cache_gpu, o->pct.cache_cpu, p->kv_n);
