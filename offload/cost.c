@@ -186,9 +186,13 @@ double ig_cost_layer_fetch_fraction(const ig_plan_opts *o, int layer, double ctx
     int L = o->model.n_layer, D = o->dense_layers < L ? o->dense_layers : L;
     double keep = o->kv_keep_fraction, f = ig_cost_fetch_fraction(o, ctx);
     if (D <= 0 || layer < 0) return f;
-    if (layer < D) return keep;
-    if (o->fetch_profile_n > 0) f = (f * L - D * keep) / (L - D);
-    return f < 0 ? 0 : f < keep ? f : keep;
+    /* the dense layers keep every token; the other layers share what the whole cache's keep
+     * leaves (InfiniGen's pool: pool_capacity of the cache, dense layers in full) */
+    if (layer < D || D >= L) return 1.0;
+    double ks = (keep * L - D) / (L - D);
+    if (ks > keep) ks = keep; /* keep = 1: ks = 1 */
+    if (o->fetch_profile_n > 0) f = (f * L - D) / (L - D);
+    return f < 0 ? 0 : f < ks ? f : ks;
 }
 
 void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_cost_traffic *tr) {

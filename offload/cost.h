@@ -147,9 +147,10 @@ ig_status ig_plan_search(const ig_plan_opts *base, const ig_machine *m, const ig
  * measured fetch profile where they have one (linear between its points, its end values beyond
  * them), else their fetch_fraction (the policy's cap); at most kv_keep_fraction. */
 double ig_cost_fetch_fraction(const ig_plan_opts *o, double ctx);
-/* The fraction layer `layer` reads: every kept row in a dense layer; in the others the cap, or
- * what a measured profile's all-layer fraction leaves once the dense layers' reads are taken out:
- * (f L - D keep) / (L - D), never below 0 nor above what is kept. */
+/* The fraction layer `layer` reads: every row in a dense layer (a dense layer keeps every token:
+ * kv_keep_fraction, the whole cache's share, leaves (keep L - D) / (L - D) to each other layer); in
+ * the others the cap, or what a measured profile's all-layer fraction leaves once the dense
+ * layers' reads are taken out: (f L - D) / (L - D), never below 0 nor above what they keep. */
 double ig_cost_layer_fetch_fraction(const ig_plan_opts *o, int layer, double ctx);
 
 #endif

@@ -80,9 +80,10 @@ typedef struct ig_plan_opts {
     int fetch_profile_n;
     double fetch_profile_ctx[64], fetch_profile_frac[64];
     char fetch_source[512];
-    /* A policy's dense layers (InfiniGen's and Quest's dense_layers): layers 0..N-1 read every kept
-     * row each step; fetch_fraction (a cap) applies to each later layer, a fetch profile (over
-     * all layers) to the model as a whole (ig_cost_layer_fetch_fraction). 0: none. */
+    /* A policy's dense layers (InfiniGen's and Quest's dense_layers): layers 0..N-1 keep and read
+     * every row each step (kv_keep_fraction is then the whole cache's share: the other layers
+     * keep (keep L - N) / (L - N)); fetch_fraction (a cap) applies to each later layer, a fetch
+     * profile (over all layers) to the model as a whole (ig_cost_layer_fetch_fraction). 0: none. */
     int dense_layers;
     int cpu_cache_compute; /* attention over host-resident KV runs on the CPU (FlexGen's flag) */
     int overlap;           /* the cost model overlaps activities (default 1) */

@@ -1264,6 +1264,21 @@ static void test_dense_layers(void) {
     IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 5, 1000), 0, 0); /* 0.1 < 2 dense of 10 */
     o.dense_layers = 0;
     IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 0, 100), 0.5, 1e-12);
+    /* InfiniGen's pool at 0.6 of the cache, 2 dense layers of 10 in full: the other 8 keep
+     * (0.6 * 10 - 2) / 8 = 0.5 each, which caps their fetch; the dense layers read every row */
+    o.dense_layers = 2;
+    o.kv_keep_fraction = 0.6;
+    o.fetch_profile_n = 0;
+    o.fetch_fraction = 0.2;
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 1, 500), 1, 0);
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 2, 500), 0.2, 0);
+    o.fetch_fraction = 0.6;
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 7, 500), 0.5, 1e-12);
+    o.fetch_profile_n = 2; /* all layers 0.5 at 100: (5 - 2) / 8 = 0.375, under 0.5 */
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 9, 100), 0.375, 1e-12);
+    o.kv_keep_fraction = 1;
+    o.fetch_fraction = 0.2;
+    o.dense_layers = 0;
 
     /* through a plan: KV behind the link, 4 layers, the first dense */
     ig_cost_hw hw = {.gemm_flops = 1e12,

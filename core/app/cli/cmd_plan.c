@@ -95,6 +95,13 @@ static json_object *cost_json(const ig_cost_result *c) {
                            json_object_new_double(c->decode_throughput));
     json_object_object_add(o, "prefill_layer", times_json(&c->prefill_layer));
     json_object_object_add(o, "decode_layer_last", times_json(&c->decode_layer));
+    /* bytes a decode step moves, summed over the layers (the middle step's context) */
+    json_object_object_add(o, "decode_step_h2d_bytes",
+                           json_object_new_double(c->decode_step_h2d_bytes));
+    json_object_object_add(o, "decode_step_d2h_bytes",
+                           json_object_new_double(c->decode_step_d2h_bytes));
+    json_object_object_add(o, "decode_step_disk_read_bytes",
+                           json_object_new_double(c->decode_step_disk_read_bytes));
     return o;
 }
 
