@@ -14,6 +14,7 @@
 
 #include "core/engine/engine.h"
 #include "core/base/log.h"
+#include "core/app/cli/run.h"
 #include "core/model/model.h"
 #include "tests/test_util.h"
 
@@ -320,6 +321,61 @@ static void test_modeled(void) {
     CU_ASSERT(tp[1][0] < tp[0][0]); /* longer sequences: slower full fetch */
     free_recs(&rs);
     free(r);
+}
+
+/* measure.prefill: once: a measured point's repeats decode on from one prefill (after the
+ * untimed warm-up steps), so its modeled twin predicts those steps: decode_context [P + 2, P + 2 +
+ * 3 G) and the decode step that `igen plan` gives for that window, the prefill of P itself. */
+static double plan_json(const char *args, const char *key) {
+    ig_test_run *r = malloc(sizeof *r);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    json_object *o = json_tokener_parse(r->out), *c = NULL, *v = NULL;
+    double x = -1;
+    if (o && json_object_object_get_ex(o, "cost", &c) && json_object_object_get_ex(c, key, &v))
+        x = json_object_get_double(v);
+    json_object_put(o);
+    free(r);
+    return x;
+}
+
+static void test_modeled_window(void) {
+    const char *body = "mode: modeled\n"
+                       "model: {shape: opt-13b}\n"
+                       "hardware: a6000-pcie3\n"
+                       "placement:\n  kv: {gpu: 0, cpu: 100}\n  gpu_batch_size: 4\n"
+                       "workload: {batch: 4, prompt_len: 1024, gen_len: 64}\n"
+                       "policies: [full]\n"
+                       "measure: {repeat: 3, prefill: once}\n";
+    const char *exp = write_exp("window", "window", body);
+    ig_test_run *r = malloc(sizeof *r);
+    char args[8192];
+    snprintf(args, sizeof args, "run '%s' --quiet --no-plot", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    free(r);
+    recs rs;
+    load_recs("window", &rs);
+    CU_ASSERT_EQUAL_FATAL(rs.n_ok, 1);
+    json_object *m = NULL, *dc = NULL;
+    CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[0], "metrics", &m) &&
+                    json_object_object_get_ex(m, "decode_context", &dc));
+    CU_ASSERT_EQUAL(json_object_get_int(json_object_array_get_idx(dc, 0)),
+                    1024 + IG_RUN_WARMUP_STEPS);
+    CU_ASSERT_EQUAL(json_object_get_int(json_object_array_get_idx(dc, 1)),
+                    1024 + IG_RUN_WARMUP_STEPS + 3 * 64);
+    const char *common = "plan --shape opt-13b --hardware a6000-pcie3 --gpu-batch 4 --percent "
+                         "100,0,0,100,100,0 --json";
+    snprintf(args, sizeof args, "%s --prompt-len %d --gen-len %d", common,
+             1024 + IG_RUN_WARMUP_STEPS, 3 * 64);
+    double step = plan_json(args, "decode_step_s");
+    snprintf(args, sizeof args, "%s --prompt-len 1024 --gen-len 64", common);
+    double step0 = plan_json(args, "decode_step_s"), pre = plan_json(args, "prefill_s");
+    CU_ASSERT(step > step0 && step0 > 0); /* a longer context: more KV over the link */
+    IG_ASSERT_NEAR(metric(rs.r[0], "decode_step_s"), step, 1e-9 * step);
+    IG_ASSERT_NEAR(metric(rs.r[0], "prefill_s"), pre, 1e-9 * pre);
+    free_recs(&rs);
 }
 
 /* --part writes parts/, --merge folds them in; --slurm writes the job scripts. */
@@ -799,6 +855,7 @@ void ig_test_register(void) {
     CU_add_test(s, "measured_sweep", test_measured_sweep);
     CU_add_test(s, "kill_resume", test_kill_resume);
     CU_add_test(s, "modeled", test_modeled);
+    CU_add_test(s, "modeled_window", test_modeled_window);
     CU_add_test(s, "part_merge_slurm", test_part_merge_slurm);
     CU_add_test(s, "bad_input", test_bad_input);
     CU_add_test(s, "shipped_configs", test_shipped_configs);

@@ -31,6 +31,9 @@ ig_status ig_run_point_ppl(const ig_exp_point *pt, json_object *metrics, ig_erro
  * r decodes the steps [warmup_steps + r * gen_len, + gen_len) after the prompt (the record's
  * decode_context). The point's pt must outlive the session. */
 typedef struct ig_run_session ig_run_session;
+/* The untimed decode steps igen run's groups run after a once-prefilled point's prompt (with
+ * measure.warmup on), before its first measurement; its modeled twin predicts the same steps. */
+#define IG_RUN_WARMUP_STEPS 2
 ig_status ig_run_session_open(const ig_exp_point *pt, int repeats, int warmup_steps,
                               ig_run_session **out, int *link_on, ig_error *err);
 /* The next measurement's metrics (the same names as ig_run_point_timed's). */

@@ -388,10 +388,9 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
             ig_error_set(&ms[i].err, IG_ERR_NOMEM, "out of memory");
         }
     }
-    /* measure.prefill: once: every member's engine prefilled now (its warm-up: WARMUP_STEPS
+    /* measure.prefill: once: every member's engine prefilled now (its warm-up: IG_RUN_WARMUP_STEPS
      * untimed decode steps), each round decoding on from where the last one stopped */
     int once = timed && ms[0].pt.prefill_once;
-    enum { WARMUP_STEPS = 2 };
     for (int i = 0; once && i < n; i++) {
         member *m = &ms[i];
         if (m->failed) continue;
@@ -403,8 +402,8 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
         double t0 = ig_time_s();
         m->t0 = t0;
         int link_on = 0;
-        if (ig_run_session_open(&m->pt, R, m->pt.warmup ? WARMUP_STEPS : 0, &m->sess, &link_on,
-                                &m->err) != IG_OK)
+        if (ig_run_session_open(&m->pt, R, m->pt.warmup ? IG_RUN_WARMUP_STEPS : 0, &m->sess,
+                                &link_on, &m->err) != IG_OK)
             m->failed = 1;
         m->link_on |= link_on;
         m->elapsed += ig_time_s() - t0;
