@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/base/dtype.h"
+#include "core/base/log.h"
 #include "kernels/cpu/attention_gather.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ref.h"
@@ -1506,6 +1507,15 @@ static void test_measure(void) {
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 96, 4, 300, 1, 4, 1), 0.0); /* 96 % 64 */
     CU_ASSERT_EQUAL(ig_cpu_measure_select_gbps(34, 2, 7, 4, 300, 0.2, 1), 0.0); /* 17 per group */
     CU_ASSERT_EQUAL(ig_cpu_measure_select_gbps(4, 2, 7, 4, 300, 0.0, 1), 0.0);
+    /* a minimum time: the probe's timed passes fill it (a lower bound on the call's time, which a
+     * busy machine only lengthens), and the rate stays a rate; 0 restores reps passes only */
+    ig_cpu_measure_set_min_seconds(0.2);
+    double t0 = ig_time_s();
+    double slow = ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 1, 0, 1);
+    double took = ig_time_s() - t0;
+    ig_cpu_measure_set_min_seconds(0);
+    CU_ASSERT(took >= 0.2);
+    CU_ASSERT(slow > 0.01 && slow < 1e5);
 }
 
 void ig_test_register(void) {

@@ -210,7 +210,21 @@ static uint32_t lcg_next(uint32_t *s) {
     return *s;
 }
 
-#define MEASURE_REPS_MAX 64
+#define MEASURE_REPS_MAX 1024
+
+static double g_min_seconds = 0;
+
+void ig_cpu_measure_set_min_seconds(double s) {
+    g_min_seconds = s > 0 ? s : 0;
+}
+
+/* Whether a probe runs another timed pass: until `reps` are done, then on (at most
+ * MEASURE_REPS_MAX) while the timed passes, begun at t_start, have taken less than the minimum
+ * time (ig_cpu_measure_set_min_seconds). */
+static int more_passes(int done, int reps, double t_start) {
+    if (done < reps) return 1;
+    return done < MEASURE_REPS_MAX && g_min_seconds > 0 && ig_time_s() - t_start < g_min_seconds;
+}
 
 /* The median of x[0..n) (n <= MEASURE_REPS_MAX), reordering x. */
 static double median_of(double *x, int n) {
@@ -259,8 +273,11 @@ int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int 
     if (x && y && w) {
         for (size_t i = 0; i < (size_t)M * maxdim; i++) x[i] = (float)(i % 13) * 0.01f;
         for (size_t i = 0; i < per_set * (size_t)sets + tail; i++) w[i] = (float)(i % 7) * 0.01f;
-        for (int r = -1; r < reps; r++) {
+        int done = 0;
+        double t_start = 0;
+        for (int r = -1; r < 0 || more_passes(done, reps, t_start); r++) {
             double t0 = ig_time_s();
+            if (r == 0) t_start = t0;
             const float *ws = w;
             for (int s = 0; s < sets; s++)
                 for (int i = 0, c = 0; i < n_mats; c++) {
@@ -288,11 +305,12 @@ int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int 
             if (r >= 0) {
                 rate[r] = flops * sets / (t1 - t0) * 1e-9;
                 trate[r] = tflops / (t2 - t1) * 1e-9;
+                done = r + 1;
             }
         }
         g_sink = x[0] + y[0];
-        *chain_gflops = median_of(rate, reps);
-        *tail_gflops = median_of(trate, reps);
+        *chain_gflops = median_of(rate, done);
+        *tail_gflops = median_of(trate, done);
         rc = 0;
     }
     free(x);
@@ -345,8 +363,11 @@ double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs
         const unsigned char *ke[64], *ve[64];
         const int32_t *ix[64];
         int64_t nsel[64];
-        for (int r = -1; r < reps; r++) {
+        int done = 0;
+        double t_start = 0;
+        for (int r = -1; r < 0 || more_passes(done, reps, t_start); r++) {
             double t0 = ig_time_s();
+            if (r == 0) t_start = t0;
             for (size_t s = 0; s < S; s++) {
                 unsigned char *base = kv + s * per_seq;
                 if (dense) { /* [K: G][R][hd], [V: G][R][hd]: the home table's layout */
@@ -387,12 +408,14 @@ double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs
                 ig_cpu_attention_gather(&a, q + s * H * hdz, ws, wsf, NULL, 0, out);
             }
             double dt = ig_time_s() - t0;
-            if (r >= 0)
+            if (r >= 0) {
                 rate[r] =
                     (double)S * (double)n_read * (double)G * 2.0 * (double)hd * 4.0 / dt * 1e-9;
+                done = r + 1;
+            }
         }
         g_sink = out[0];
-        best = median_of(rate, reps);
+        best = median_of(rate, done);
     }
     free(kv);
     free(idx);
@@ -430,10 +453,14 @@ double ig_cpu_measure_select_gbps(int n_head, int n_kv_head, int kc, int seqs, i
         uint32_t st = 777u;
         for (size_t i = 0; i < (size_t)T * K * R; i++) keys[i] = ig_f32_to_f16(lcg_unit(&st));
         for (size_t i = 0; i < (size_t)T * (size_t)grp * K; i++) q[i] = lcg_unit(&st);
-        for (int r = -1; r < reps; r++) {
+        int done = 0;
+        double t_start = 0;
+        for (int r = -1; r < 0 || more_passes(done, reps, t_start); r++) {
             double t0 = ig_time_s();
-            /* as the CPU backend runs InfiniGen's selection: the partial scores of every table,
-             * each query head's count above its maximum less a margin, each table's top entries */
+            if (r == 0) t_start = t0;
+                /* as the CPU backend runs InfiniGen's selection: the partial scores of every table,
+                 * each query head's count above its maximum less a margin, each table's top entries
+                 */
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
             for (int t = 0; t < T; t++)
                 ig_cpu_partial_scores(keys + (size_t)t * K * R, IG_DTYPE_F16, rows, kc, rows,
@@ -448,10 +475,13 @@ double ig_cpu_measure_select_gbps(int n_head, int n_kv_head, int kc, int seqs, i
                 ig_cpu_topk(cm + (size_t)t * R, rows, k, sel + (size_t)t * R,
                             (char *)tws + per * (size_t)omp_get_thread_num(), per);
             double dt = ig_time_s() - t0;
-            if (r >= 0) rate[r] = (double)T * (double)R * (double)K * 2.0 / dt * 1e-9;
+            if (r >= 0) {
+                rate[r] = (double)T * (double)R * (double)K * 2.0 / dt * 1e-9;
+                done = r + 1;
+            }
         }
         g_sink = (float)cnt[0] + (float)sel[0];
-        best = median_of(rate, reps);
+        best = median_of(rate, done);
     }
     free(keys);
     free(q);

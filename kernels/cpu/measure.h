@@ -29,8 +29,9 @@ double ig_cpu_measure_linear_gflops(int M, int N, int K, int reps);
  * matrix tail_out x tail_in (the lm_head), so that the weights stream at the model's own shapes
  * (small N and K, one call per matrix) and with the working set of a step (sets = the model's
  * layers), not at one large shape. GFLOP/s (2 M out in per matrix) of the chain and of the tail,
- * each the median of reps passes (at most 64) after one warm-up pass. Returns 0, or -1 on a bad
- * shape, more than 8 GiB of weights or a failed allocation (both rates 0). */
+ * each the median of at least reps passes (see ig_cpu_measure_set_min_seconds) after one warm-up
+ * pass. Returns 0, or -1 on a bad shape, more than 8 GiB of weights or a failed allocation (both
+ * rates 0). */
 int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int *call, int n_mats,
                                 int sets, int tail_out, int tail_in, int reps, double *chain_gflops,
                                 double *tail_gflops);
@@ -43,8 +44,8 @@ int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int 
  * new token's row is the table's last); f32 rows (enc_bits 0) or 4-bit codes (enc_bits 4, groups of
  * min(64, hd)) decoded inside the kernel. Returns GB/s of f32-equivalent KV (seqs x rows read x
  * n_kv_head x 2 x hd x 4 bytes per pass), the unit the cost model prices attended rows in; the
- * median of reps passes (at most 64) after one warm-up pass, the typical rate a run sees. 0 on a
- * bad shape or failed allocation. */
+ * median of at least reps passes (see ig_cpu_measure_set_min_seconds) after one warm-up pass, the
+ * typical rate a run sees. 0 on a bad shape or failed allocation. */
 double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs, int64_t rows,
                                      int stride, int enc_bits, int reps);
 /* A speculating policy's selection as the CPU backend runs InfiniGen's: per sequence and KV head,
@@ -52,8 +53,16 @@ double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs
  * (ig_cpu_partial_scores), each query head's threshold count (ig_cpu_count_greater) and the top
  * `keep` fraction of the entries (ig_cpu_topk), parallel over tables as the backend is. Returns
  * GB/s of partial keys (seqs x n_kv_head x rows x kc x 2 bytes per pass); the median of reps
- * passes (at most 64) after one warm-up. 0 on a bad shape or failed allocation. */
+ * at least reps passes (see ig_cpu_measure_set_min_seconds) after one warm-up. 0 on a bad shape or
+ * failed allocation. */
 double ig_cpu_measure_select_gbps(int n_head, int n_kv_head, int kc, int seqs, int64_t rows,
                                   double keep, int reps);
+
+/* The probes above (the step matmuls, attention, selection) run at least their reps timed passes
+ * and then more, up to 1024, until their timed passes have taken `seconds` together (0, the
+ * default: reps passes only). A pass of a few milliseconds sees the host's speed of that moment;
+ * on a shared VM whose speed moves from one second to the next, the median over a second is the
+ * rate a run of seconds sees. Not thread-safe: set it before probing. */
+void ig_cpu_measure_set_min_seconds(double seconds);
 
 #endif

@@ -309,7 +309,12 @@ int ig_cmd_profile_hw(int argc, char **argv) {
         s4 = clampi(tgt / b4, 8, 8192);
         ssp = clampi(fmin(tgt / (b32 / 5), 1073741824.0 / b32), 8, 8192);
         ssel = clampi(tgt / bsel, 8, 8192);
-        int kr = quick ? 3 : 15; /* medians of 15 passes of a few ms each */
+        /* medians of at least 15 passes of a few ms each, and of as many more as fill a second:
+         * this VM's speed moves from one second to the next, and 15 passes (20-100 ms) caught
+         * single fast or slow moments (a layer-matmul rate of 141 GFLOPS where profiles minutes
+         * before gave 103-117) */
+        int kr = quick ? 3 : 15;
+        ig_cpu_measure_set_min_seconds(quick ? 0 : 1.0);
         a32 = ig_cpu_measure_attention_gbps(kh, kkv, khd, s32, arows, 1, 0, kr);
         a4 = khd % grp4 == 0 ? ig_cpu_measure_attention_gbps(kh, kkv, khd, s4, arows, 1, 4, kr) : 0;
         asp = ig_cpu_measure_attention_gbps(kh, kkv, khd, ssp, arows, 5, 0, kr);
@@ -333,7 +338,7 @@ int ig_cmd_profile_hw(int argc, char **argv) {
     }
     /* the model's decode matmuls at its own shapes and with a step's working set: a layer's chain
      * over one copy per layer of the model (fewer when they would pass 4 GiB), then the logits;
-     * medians of 9 passes */
+     * medians of at least 9 passes and a second of them (as the kernels above) */
     double g_layer = 0, g_logits = 0;
     int lsets = 0;
     if (mm > 0) {
