@@ -287,25 +287,34 @@ static void test_kill_resume(void) {
     free(r);
 }
 
-/* Modeled points: the cost model for the paper's OPT-13B on the A6000 profile; InfiniGen's
- * fetched fraction makes it faster than full fetch with the KV cache in host memory. */
-static void test_modeled(void) {
-    const char *body = "mode: modeled\n"
-                       "model: {shape: opt-13b}\n"
-                       "hardware: a6000-pcie3\n"
-                       "placement:\n  kv: {gpu: 0, cpu: 100}\n  gpu_batch_size: 4\n"
-                       "workload: {batch: 20, prompt_len: [1024, 1920], gen_len: 128}\n"
-                       "policies: [full, infinigen]\n"
-                       "metrics: [throughput, bytes]\n";
-    const char *exp = write_exp("modeled", "modeled", body);
+/* The paper's OPT-13B modeled on the A6000 profile, its KV cache in host memory. */
+#define OPT13B_KV_HOST                                                                             \
+    "mode: modeled\nmodel: {shape: opt-13b}\nhardware: a6000-pcie3\n"                              \
+    "placement:\n  kv: {gpu: 0, cpu: 100}\n  gpu_batch_size: 4\n"
+
+/* Writes experiment `name` (output `name` too), runs it quietly with `flags` and loads its
+ * records. */
+static void run_quiet(const char *name, const char *body, const char *flags, recs *rs) {
+    const char *exp = write_exp(name, name, body);
     ig_test_run *r = malloc(sizeof *r);
     char args[8192];
-    snprintf(args, sizeof args, "run '%s' --quiet", exp);
+    snprintf(args, sizeof args, "run '%s' --quiet%s", exp, flags);
     ig_test_igen(r, NULL, args);
     CU_ASSERT_EQUAL(r->status, 0);
     if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    free(r);
+    load_recs(name, rs);
+}
+
+/* Modeled points: the cost model for the paper's OPT-13B on the A6000 profile; InfiniGen's
+ * fetched fraction makes it faster than full fetch with the KV cache in host memory. */
+static void test_modeled(void) {
+    const char *body =
+        OPT13B_KV_HOST "workload: {batch: 20, prompt_len: [1024, 1920], gen_len: 128}\n"
+                       "policies: [full, infinigen]\n"
+                       "metrics: [throughput, bytes]\n";
     recs rs;
-    load_recs("modeled", &rs);
+    run_quiet("modeled", body, "", &rs);
     CU_ASSERT_EQUAL(rs.n_ok, 4);
     double tp[2][2] = {{0}};
     for (int i = 0; i < rs.n; i++) {
@@ -320,7 +329,6 @@ static void test_modeled(void) {
     for (int l = 0; l < 2; l++) CU_ASSERT(tp[l][1] > tp[l][0] && tp[l][0] > 0);
     CU_ASSERT(tp[1][0] < tp[0][0]); /* longer sequences: slower full fetch */
     free_recs(&rs);
-    free(r);
 }
 
 /* measure.prefill: once: a measured point's repeats decode on from one prefill (after the
@@ -340,24 +348,13 @@ static double plan_json(const char *args, const char *key) {
 }
 
 static void test_modeled_window(void) {
-    const char *body = "mode: modeled\n"
-                       "model: {shape: opt-13b}\n"
-                       "hardware: a6000-pcie3\n"
-                       "placement:\n  kv: {gpu: 0, cpu: 100}\n  gpu_batch_size: 4\n"
-                       "workload: {batch: 4, prompt_len: 1024, gen_len: 64}\n"
-                       "policies: [full]\n"
-                       "measure: {repeat: 3, prefill: once}\n";
-    const char *exp = write_exp("window", "window", body);
-    ig_test_run *r = malloc(sizeof *r);
-    char args[8192];
-    snprintf(args, sizeof args, "run '%s' --quiet --no-plot", exp);
-    ig_test_igen(r, NULL, args);
-    CU_ASSERT_EQUAL(r->status, 0);
-    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
-    free(r);
+    const char *body = OPT13B_KV_HOST "workload: {batch: 4, prompt_len: 1024, gen_len: 64}\n"
+                                      "policies: [full]\n"
+                                      "measure: {repeat: 3, prefill: once}\n";
     recs rs;
-    load_recs("window", &rs);
+    run_quiet("window", body, " --no-plot", &rs);
     CU_ASSERT_EQUAL_FATAL(rs.n_ok, 1);
+    char args[8192];
     json_object *m = NULL, *dc = NULL;
     CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[0], "metrics", &m) &&
                     json_object_object_get_ex(m, "decode_context", &dc));
