@@ -191,6 +191,7 @@ double ig_cost_layer_fetch_fraction(const ig_plan_opts *o, int layer, double ctx
     if (layer < D || D >= L) return 1.0;
     double ks = (keep * L - D) / (L - D);
     if (ks > keep) ks = keep; /* keep = 1: ks = 1 */
+    if (ks < 0) ks = 0;       /* a keep the dense layers alone exceed (a policy refuses it) */
     if (o->fetch_profile_n > 0) f = (f * L - D) / (L - D);
     return f < 0 ? 0 : f < ks ? f : ks;
 }

@@ -1274,12 +1274,19 @@ static const char *ig_budget(const void *st, char *buf, size_t n) {
  * device. */
 static ig_status ig_cost_terms(const ig_policy_params *p, const ig_model_config *cfg,
                                ig_policy_cost_terms *t, ig_error *err) {
-    (void)cfg;
     t->fetch = ig_params_num(p, "max_fetch");
     t->fetch_is_cap = 1;
     t->partial = ig_params_num(p, "partial_ratio");
     t->keep = ig_params_num(p, "pool_capacity");
     t->dense_layers = (int)ig_params_num(p, "dense_layers");
+    /* as init refuses it: a pool that the dense layers' every token alone would fill */
+    int L = cfg->n_layer, D = t->dense_layers < L ? t->dense_layers : L;
+    if (t->keep < 1.0 && (D >= L || t->keep * L - D <= 0))
+        return ig_error_set(err, IG_ERR_INVALID_ARG,
+                            "infinigen: pool capacity %g cannot hold the %d dense layers of %d "
+                            "(they keep every token: %.4g of the KV cache) and a token per other "
+                            "layer; raise pool_capacity or lower dense_layers",
+                            t->keep, D, L, (double)D / L);
     const char *fp = ig_params_str(p, "fetch_profile");
     if (fp && strlen(fp) >= sizeof t->fetch_profile)
         return ig_error_set(err, IG_ERR_INVALID_ARG,

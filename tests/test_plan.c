@@ -983,6 +983,11 @@ static void test_cli(void) {
                      "unknown policy 'nosuch' (policies: ");
     expect_cli_error(r, "plan --shape opt-13b --hardware a6000-pcie3 --policy h2o --set bogus=1",
                      "bogus");
+    /* a pool the 2 dense layers of 40 alone would overfill: refused as the policy's init does */
+    expect_cli_error(r,
+                     "plan --shape opt-13b --hardware a6000-pcie3 --policy infinigen --set "
+                     "pool_capacity=0.04",
+                     "pool capacity 0.04 cannot hold the 2 dense layers of 40");
     char args[8192];
     snprintf(args, sizeof args, "plan --shape opt-13b --hardware '%s'", fx("unknown_key.yaml"));
     expect_cli_error(r, args, "unknown_key.yaml:11:3: link.d2h_gbs: unknown key");
@@ -1276,6 +1281,8 @@ static void test_dense_layers(void) {
     IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 7, 500), 0.5, 1e-12);
     o.fetch_profile_n = 2; /* all layers 0.5 at 100: (5 - 2) / 8 = 0.375, under 0.5 */
     IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 9, 100), 0.375, 1e-12);
+    o.kv_keep_fraction = 0.1; /* less than the dense layers hold: nothing left, never below 0 */
+    IG_ASSERT_NEAR(ig_cost_layer_fetch_fraction(&o, 9, 100), 0, 0);
     o.kv_keep_fraction = 1;
     o.fetch_fraction = 0.2;
     o.dense_layers = 0;

@@ -455,12 +455,11 @@ double ig_cpu_measure_select_gbps(int n_head, int n_kv_head, int kc, int seqs, i
         for (size_t i = 0; i < (size_t)T * (size_t)grp * K; i++) q[i] = lcg_unit(&st);
         int done = 0;
         double t_start = 0;
+        /* as the CPU backend runs InfiniGen's selection: the partial scores of every table, each
+         * query head's count above its maximum less a margin, each table's top entries */
         for (int r = -1; r < 0 || more_passes(done, reps, t_start); r++) {
             double t0 = ig_time_s();
             if (r == 0) t_start = t0;
-                /* as the CPU backend runs InfiniGen's selection: the partial scores of every table,
-                 * each query head's count above its maximum less a margin, each table's top entries
-                 */
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
             for (int t = 0; t < T; t++)
                 ig_cpu_partial_scores(keys + (size_t)t * K * R, IG_DTYPE_F16, rows, kc, rows,
