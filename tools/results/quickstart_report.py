@@ -194,7 +194,7 @@ def main():
         print("\n".join(run_rows(meas, mod)))
         print()
     print("## Stability: run 1 against run 2\n")
-    print("CI: the 95% confidence interval of the mean (`ci95`, the error bars); PI: the 95%")
+    print("CI: the 95% confidence interval of the mean (`ci95`; the plot's bars are the min-max); PI: the 95%")
     print("prediction interval for another run's median (`pi95`, docs/config.md).\n")
     print("| prompt | policy | median 1 | CI 2 | in | PI 2 | in | median 2 | CI 1 | in | PI 1 | in |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
