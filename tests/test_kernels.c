@@ -11,6 +11,7 @@
  *   log_prob:   |lp - ref| <= 1e-6 * max(1, |ref|)
  *   RoPE, embedding, relu, add, scale: bitwise equal to the reference.
  *   sampling:   same token as the reference sampler for the same seed. */
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +92,11 @@ static void test_simd_levels(void) {
     CU_ASSERT(found);
     ig_cpu_set_threads(3);
     CU_ASSERT_EQUAL(ig_cpu_get_threads(), 3);
+    /* OpenBLAS stays at one thread (igen's OpenMP threads split every sgemm); the sgemm probe
+     * raises it for its own call only */
+    CU_ASSERT_EQUAL(openblas_get_num_threads(), 1);
+    CU_ASSERT(ig_cpu_measure_sgemm_gflops(64, 64, 64, 1) > 0);
+    CU_ASSERT_EQUAL(openblas_get_num_threads(), 1);
     restore_defaults();
     CU_ASSERT(ig_cpu_get_threads() >= 1);
 }

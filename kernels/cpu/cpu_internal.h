@@ -35,8 +35,9 @@ ig_simd_level ig_cpu_simd_level(void);
  * `min_per_thread` of them: 1 .. ig_cpu_get_threads(). */
 int ig_cpu_threads_for(int64_t work, int64_t min_per_thread);
 
-/* OpenBLAS must not start its own threads while our OpenMP threads call it: set it to one thread
- * around such regions. Returns the previous count for ig_cpu_blas_threads_restore. */
+/* OpenBLAS must not start its own threads while our OpenMP threads call it. ig_cpu_set_threads
+ * keeps it at one thread; these also hold it there around such regions, should anything have
+ * raised it. Returns the previous count for ig_cpu_blas_threads_restore. */
 int ig_cpu_blas_threads_single(void);
 void ig_cpu_blas_threads_restore(int prev);
 

@@ -179,7 +179,11 @@ double ig_cpu_measure_linear_gflops(int M, int N, int K, int reps) {
 double ig_cpu_measure_sgemm_gflops(int M, int N, int K, int reps) {
     if (M <= 0 || N <= 0 || K <= 0) return 0.0;
     if (reps < 1) reps = 1;
-    ig_cpu_get_threads(); /* makes OpenBLAS follow the kernels' thread count */
+    /* OpenBLAS's own threads, as many as the kernels use, for this call only (igen keeps it at
+     * one thread otherwise: threads.c) */
+    int nt = ig_cpu_get_threads();
+    int blas_prev = openblas_get_num_threads();
+    openblas_set_num_threads(nt);
     float *a = ig_aligned_alloc((size_t)M * K * sizeof(float), NULL);
     float *b = ig_aligned_alloc((size_t)N * K * sizeof(float), NULL);
     float *c = ig_aligned_alloc((size_t)M * N * sizeof(float), NULL);
@@ -197,6 +201,7 @@ double ig_cpu_measure_sgemm_gflops(int M, int N, int K, int reps) {
         }
         g_sink = c[0];
     }
+    openblas_set_num_threads(blas_prev);
     free(a);
     free(b);
     free(c);

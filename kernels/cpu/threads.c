@@ -91,7 +91,13 @@ void ig_cpu_set_threads(int n) {
     if (n <= 0) n = omp_get_num_procs();
     if (n < 1) n = 1;
     ig_threads_set(n);
-    openblas_set_num_threads(n);
+    /* OpenBLAS stays at one thread: every sgemm of igen is split over its own OpenMP threads
+     * (linear.c, attention.c), each calling OpenBLAS on its share. An OpenBLAS call made with more
+     * threads leaves its worker spinning in sched_yield for about 0.1 s after it returns, taking a
+     * core from the OpenMP regions that follow: InfiniGen's prefill (its index sgemms have N =
+     * head_dim, one OpenMP thread) took 13-16 s instead of 10-11 s at 1024 tokens, batch 8. Only
+     * the sgemm probe (measure.c) raises it, for its own call. */
+    openblas_set_num_threads(1);
 }
 
 int ig_cpu_get_threads(void) {
