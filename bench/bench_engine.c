@@ -19,7 +19,8 @@
 static void help(void) {
     printf(
         "usage: bench_engine [--model PATH] [--threads N] [--dtype T] [--prompt-len L]\n"
-        "                    [--decode-steps S] [--batches 1,8,32] [--reps R] [--json FILE]\n\n"
+        "                    [--decode-steps S] [--batches 1,8,32] [--reps R] [--json FILE]\n"
+        "                    [--act-quant none|q8]\n\n"
         "Measures prefill tokens/s (one prompt of L tokens) and decode tokens/s at each batch\n"
         "size, plus memory read bandwidth and sgemm GFLOP/s, and reports:\n"
         "  decode_bound_ratio = batch-1 decode step time / (weight bytes per token / bandwidth)\n"
@@ -32,7 +33,10 @@ static void help(void) {
         "  --decode-steps S   decode steps timed per batch size (default 32)\n"
         "  --batches LIST     decode batch sizes (default 1,8,32)\n"
         "  --reps R           repetitions; the best is kept (default 3)\n"
-        "  --json FILE        write the results as JSON (default bench_engine.json)\n");
+        "  --json FILE        write the results as JSON (default bench_engine.json)\n"
+        "  --act-quant A      none (default) or q8: int8 activations for q4_0/q4_1/q8_0 weights "
+        "in\n"
+        "                     decode (igen --act-quant; not the exact result)\n");
 }
 
 /* FLOPs of a forward over n_new tokens of one sequence starting at p0 (matmuls + attention). */
@@ -54,7 +58,7 @@ static double forward_flops(const ig_model *m, int64_t n_new, int64_t p0, int wi
 }
 
 int main(int argc, char **argv) {
-    enum { O_MODEL = 1, O_THREADS, O_DTYPE, O_PLEN, O_STEPS, O_BATCHES, O_REPS, O_JSON };
+    enum { O_MODEL = 1, O_THREADS, O_DTYPE, O_PLEN, O_STEPS, O_BATCHES, O_REPS, O_JSON, O_ACT };
     static const struct option longopts[] = {
         {"model", required_argument, NULL, O_MODEL},
         {"threads", required_argument, NULL, O_THREADS},
@@ -64,13 +68,14 @@ int main(int argc, char **argv) {
         {"batches", required_argument, NULL, O_BATCHES},
         {"reps", required_argument, NULL, O_REPS},
         {"json", required_argument, NULL, O_JSON},
+        {"act-quant", required_argument, NULL, O_ACT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *model_path = NULL, *json_path = "bench_engine.json", *batches_arg = "1,8,32";
     int threads = 2, prompt_len = 512, steps = 32, reps = 3, opt;
     ig_dtype dtype = IG_DTYPE_F32;
-    int keep_stored = 0;
+    int keep_stored = 0, act8 = 0;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'h':
@@ -114,6 +119,14 @@ int main(int argc, char **argv) {
             break;
         case O_JSON:
             json_path = optarg;
+            break;
+        case O_ACT:
+            if (strcmp(optarg, "none") && strcmp(optarg, "q8")) {
+                fprintf(stderr, "bench_engine: --act-quant %s: expected none or q8\n", optarg);
+                return 2;
+            }
+            act8 = !strcmp(optarg, "q8");
+            ig_cpu_set_act8(act8);
             break;
         default:
             fprintf(stderr, "bench_engine: see --help\n");
@@ -277,6 +290,7 @@ int main(int argc, char **argv) {
     json_object_object_add(o, "dtype",
                            json_object_new_string(keep_stored ? "stored" : ig_dtype_name(dtype)));
     json_object_object_add(o, "dtypes", json_object_new_string(desc));
+    json_object_object_add(o, "act_quant", json_object_new_string(act8 ? "q8" : "none"));
     json_object_object_add(o, "threads", json_object_new_int(threads));
     json_object_object_add(o, "simd", json_object_new_string(ig_cpu_simd_name()));
     json_object_object_add(o, "bandwidth_gbps", json_object_new_double(bw));

@@ -6,7 +6,8 @@ Runs, interleaved round by round so that machine drift hits every engine alike:
     llama-cpp-python sdist; never a dependency of igen): tg N tokens and pp of the prompt length,
     the GGUF's types as stored;
   - igen's bench_engine for each --dtypes entry (default: stored, i.e. the GGUF's Q4_1 kept, then
-    f16 and f32 widened at load, and q4g64 made at load): batch-1 decode of N tokens, one prompt
+    the same with int8 activations (stored+q8: --act-quant q8, llama.cpp's arithmetic), f16 and
+    f32 widened at load, and q4g64 made at load): batch-1 decode of N tokens, one prompt
     prefill, with the memory bandwidth and sgemm rate measured in the same process.
 Prints and writes (OUT.json, OUT.md) per engine: decode tokens/s (median, min, max over the rounds),
 the ratio of igen to llama.cpp per round (median and range), igen's step time over the bound of the
@@ -14,7 +15,7 @@ bytes it reads (weights read per token / measured bandwidth), and prefill as a f
 sgemm rate of the same run.
 
   python3 bench/weights_vs_llama_cpp.py [--rounds 5] [--tokens 64] [--threads 2]
-         [--dtypes stored,f16,f32,q4g64] [--model GGUF] [--out docs/results/compressed_weights]
+         [--dtypes stored,stored+q8,f16,f32,q4g64] [--model GGUF] [--out docs/results/compressed_weights]
 """
 import argparse
 import json
@@ -54,9 +55,20 @@ def build_label(bench, commit):
     return commit
 
 
+def igen_args(spec):
+    """A --dtypes entry: a weight type, or TYPE+q8 for that type with int8 activations."""
+    dtype, _, act = spec.partition("+")
+    return ["--dtype", dtype] + (["--act-quant", act] if act else [])
+
+
+def igen_label(spec):
+    return "`" + " ".join(igen_args(spec)) + "`"
+
+
 def igen_round(exe, model, dtype, tokens, threads, prompt_len):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        run([exe, "--model", model, "--dtype", dtype, "--threads", str(threads), "--batches", "1",
+        run([exe, "--model", model] + igen_args(dtype) + [
+             "--threads", str(threads), "--batches", "1",
              "--decode-steps", str(tokens), "--prompt-len", str(prompt_len), "--reps", "1",
              "--json", f.name], stderr=subprocess.DEVNULL)
         with open(f.name) as g:
@@ -79,7 +91,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--prompt-len", type=int, default=512,
                     help="prefill length of both engines (igen decodes after a quarter of it)")
-    ap.add_argument("--dtypes", default="stored,f16,f32,q4g64")
+    ap.add_argument("--dtypes", default="stored,stored+q8,f16,f32,q4g64",
+                    help="igen's weight types; TYPE+q8: with --act-quant q8")
     ap.add_argument("--model", default=os.path.join(ROOT, "models",
                                                     "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -141,7 +154,7 @@ def main():
         vs = e.get("vs_llama")
         vs_s = f"{vs['median']:.2f} [{vs['min']:.2f}, {vs['max']:.2f}]" if vs else "-"
         b, p = e["bound_ratio"], e["prefill_gemm_fraction"]
-        lines.append(f"| igen `--dtype {k}` | {e['dtypes']} | {e['bytes_per_token'] / 1e6:.1f} | "
+        lines.append(f"| igen {igen_label(k)} | {e['dtypes']} | {e['bytes_per_token'] / 1e6:.1f} | "
                      f"{tps} | {vs_s} | {b['median']:.2f} | "
                      f"{e['prefill_tokens_per_s']['median']:.0f} | {p['median']:.2f} |")
     text = "\n".join(lines) + "\n"

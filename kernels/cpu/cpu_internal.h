@@ -86,4 +86,26 @@ typedef void (*ig_gemv_rows_fn)(const float *x, int64_t M, int64_t K, const void
  * registers to exactly ig_dequant_row_ref's values; K must be a multiple of the block. */
 ig_gemv_rows_fn ig_cpu_qgemv_rows(ig_simd_level level, ig_dtype t);
 
+/* ---- int8 activations (qlinear_act8.c) ---- */
+/* Weight types with an int8-activation kernel: IG_DTYPE_Q4_0, IG_DTYPE_Q4_1, IG_DTYPE_Q8_0. */
+int ig_cpu_act8_supported(ig_dtype t);
+/* Bytes of the quantized form of M rows of K activations (K a multiple of 32) for weight type t;
+ * 0 when t is not supported or K is not a multiple of 32. */
+size_t ig_cpu_act8_bytes(ig_dtype t, int64_t M, int64_t K);
+/* Quantizes x (M rows of K, row stride K) for weight type t's kernel into xq (ig_cpu_act8_bytes,
+ * 64-byte aligned). Per block of 32: dx = max|x| / 127, qx = round-half-even(x / dx) (0 where dx =
+ * 0 or x / dx is NaN; clamped to [-127, 127]), and for types with a min (q4_1) the block's s = dx *
+ * sum(qx). The bytes written are identical at every SIMD level (the layout depends on t:
+ * pre-permuted for the nibble order, see qlinear_act8.c). */
+void ig_cpu_act8_quantize(ig_simd_level level, ig_dtype t, const float *x, int64_t M, int64_t K,
+                          void *xq);
+/* y[m * ldy + n] = dot(xq row m, W row n) (+ bias[n]) for m < M, n in [n0, n1), W row n at
+ * n * ig_dtype_row_bytes(t, K). Same signature shape as ig_gemv_rows_fn but xq instead of x. */
+typedef void (*ig_act8_rows_fn)(const void *xq, int64_t M, int64_t K, const void *W, int64_t n0,
+                                int64_t n1, const float *bias, float *y, int64_t ldy);
+/* The kernel at a SIMD level (AVX-512 needs AVX-512 VNNI besides the level, checked at run time,
+ * else the AVX2 kernel; AVX2: maddubs/madd; scalar: the reference, the definition of the result).
+ * NULL when t is not supported. */
+ig_act8_rows_fn ig_cpu_act8_rows(ig_simd_level level, ig_dtype t);
+
 #endif

@@ -26,6 +26,14 @@ const char *ig_cpu_simd_name(void);
  * and IG_SIMD allow. IG_SIMD is a hard cap, so a test run under IG_SIMD=avx2 behaves as on an
  * AVX2-only machine. For tests and benchmarks; not meant to be switched while kernels run. */
 int ig_cpu_set_simd(const char *level);
+/* Int8 activations for the decode GEMV (M <= 16) of q4_0, q4_1 and q8_0 weights (off by default):
+ * on, each such call quantizes x per block of 32 to int8 (scale max|x| / 127, round half to even)
+ * and computes integer dot products with the weights' codes, as llama.cpp does: about twice the
+ * exact kernel's speed, but no longer the dequantized matrix's result (docs/results/
+ * compressed_weights.md has its perplexity). Other weight types, and M > 16 (prefill), stay exact.
+ * Process-wide; not meant to be switched while kernels run. */
+void ig_cpu_set_act8(int on);
+int ig_cpu_get_act8(void);
 /* Frees the calling thread's grow-once scratch (used by ig_cpu_linear for large M). Optional. */
 void ig_cpu_release_scratch(void);
 

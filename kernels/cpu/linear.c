@@ -3,7 +3,9 @@
  * on the fly and splits N over OpenMP threads; large M (prefill) splits N over OpenMP threads too,
  * each calling a one-thread sgemm on f32 weights or on tiles of narrow or quantized weights widened
  * into its slice of a grow-once scratch owned by the calling thread. The GEMV is the batch-1 decode
- * hot path: keep it a pure stream. */
+ * hot path: keep it a pure stream. Opt-in (ig_cpu_set_act8): for q4_0, q4_1 and q8_0 weights the
+ * GEMV quantizes x to int8 per block of 32 once per call and runs integer dot products
+ * (qlinear_act8.c), llama.cpp's arithmetic: faster, not the exact result. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,22 +328,70 @@ static void split_rows(int64_t n, int t, int nt, int64_t *n0, int64_t *n1) {
     *n1 = b1 * LINEAR_ROW_ALIGN < n ? b1 * LINEAR_ROW_ALIGN : n;
 }
 
+/* ---- int8 activations (opt-in, ig_cpu_set_act8) ------------------------------------------------
+ */
+
+static int g_act8;
+
+void ig_cpu_set_act8(int on) {
+    g_act8 = on != 0;
+}
+
+int ig_cpu_get_act8(void) {
+    return g_act8;
+}
+
+/* The calling thread's grow-once buffer for the quantized activations (a few KiB: M <= 16 rows). */
+static _Thread_local void *t_act8;
+static _Thread_local size_t t_act8_bytes;
+
+/* With ig_cpu_set_act8 on and an int8-activation kernel for wtype: x quantized into the calling
+ * thread's buffer (once for every matrix of the call) and the kernel; else NULL (the exact path).
+ */
+static ig_act8_rows_fn act8_prepare(const float *x, int64_t M, int64_t K, ig_dtype wtype,
+                                    const void **xq) {
+    if (!g_act8 || !ig_cpu_act8_supported(wtype)) return NULL;
+    ig_simd_level level = ig_cpu_simd_level();
+    ig_act8_rows_fn fn = ig_cpu_act8_rows(level, wtype);
+    size_t need = ig_cpu_act8_bytes(wtype, M, K);
+    if (!fn || !need) return NULL;
+    if (need > t_act8_bytes) {
+        free(t_act8);
+        t_act8 = ig_aligned_alloc(need, NULL);
+        t_act8_bytes = t_act8 ? need : 0;
+        if (!t_act8) return NULL; /* out of memory for a few KiB: the exact path needs none */
+    }
+    ig_cpu_act8_quantize(level, wtype, x, M, K, t_act8);
+    *xq = t_act8;
+    return fn;
+}
+
 static void linear_gemv(const float *x, int64_t M, int64_t K, const void *W, ig_dtype wtype,
                         int64_t N, const float *bias, float *y) {
-    gemv_rows_fn fn = pick_gemv(ig_cpu_simd_level(), wtype);
+    const void *xq = NULL;
+    ig_act8_rows_fn qfn = act8_prepare(x, M, K, wtype, &xq);
+    gemv_rows_fn fn = qfn ? NULL : pick_gemv(ig_cpu_simd_level(), wtype);
     int64_t bytes = N * (int64_t)ig_dtype_row_bytes(wtype, K); /* compressed bytes if quantized */
     int nt = ig_cpu_threads_for(bytes, LINEAR_MIN_BYTES_PER_THREAD);
     int64_t max_nt = (N + LINEAR_ROW_ALIGN - 1) / LINEAR_ROW_ALIGN;
     if (nt > max_nt) nt = (int)max_nt;
     if (nt <= 1) {
-        fn(x, M, K, W, 0, N, bias, y, N);
+        if (qfn)
+            qfn(xq, M, K, W, 0, N, bias, y, N);
+        else
+            fn(x, M, K, W, 0, N, bias, y, N);
         return;
     }
 #pragma omp parallel num_threads(nt)
     {
         int64_t n0, n1;
         split_rows(N, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
-        if (n1 > n0) fn(x, M, K, W, n0, n1, bias, y, N);
+        if (n1 > n0) {
+            if (qfn)
+                qfn(xq, M, K, W, n0, n1, bias, y, N);
+            else
+                fn(x, M, K, W, n0, n1, bias, y, N);
+        }
     }
 }
 
@@ -362,6 +412,9 @@ void ig_cpu_release_scratch(void) {
     free(t_scratch);
     t_scratch = NULL;
     t_scratch_floats = 0;
+    free(t_act8);
+    t_act8 = NULL;
+    t_act8_bytes = 0;
 }
 
 static void fill_bias(float *y, int64_t M, int64_t ldy, const float *bias, int64_t n) {
@@ -441,7 +494,9 @@ void ig_cpu_linear_multi(const float *x, int64_t M, int64_t K, ig_dtype wtype,
     }
     /* the parts' row blocks as one range split among the threads: each output row computed by
      * the same kernel as in ig_cpu_linear, so bitwise the same */
-    gemv_rows_fn fn = pick_gemv(ig_cpu_simd_level(), wtype);
+    const void *xq = NULL;
+    ig_act8_rows_fn qfn = act8_prepare(x, M, K, wtype, &xq);
+    gemv_rows_fn fn = qfn ? NULL : pick_gemv(ig_cpu_simd_level(), wtype);
     int nt = ig_cpu_threads_for(bytes, LINEAR_MIN_BYTES_PER_THREAD);
     if (nt > blocks) nt = (int)blocks;
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -455,7 +510,10 @@ void ig_cpu_linear_multi(const float *x, int64_t M, int64_t K, ig_dtype wtype,
             int64_t n0 = (lo - first[i]) * LINEAR_ROW_ALIGN,
                     n1 = (hi - first[i]) * LINEAR_ROW_ALIGN;
             if (n1 > p->N) n1 = p->N;
-            fn(x, M, K, p->W, n0, n1, p->bias, p->y, p->N);
+            if (qfn)
+                qfn(xq, M, K, p->W, n0, n1, p->bias, p->y, p->N);
+            else
+                fn(x, M, K, p->W, n0, n1, p->bias, p->y, p->N);
         }
     }
 }

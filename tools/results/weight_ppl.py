@@ -15,8 +15,13 @@ re-quantized from the GGUF's weights at load (q4g64/q8g64: FlexGen's group-wise 
 q4_1, q8_0: ggml's blocks made by igen), so transformers has no reference of them: their cost is
 the change against f32. Nothing here is tuned; the windows are the tests' (the first 16 of 1024).
 
+Then, for each --decode-dtypes entry, the same windows in decode mode (`--prefill 1 --batch 16`:
+every token through the decode GEMV), with and without `--act-quant q8` (int8 activations), to
+show what llama.cpp's arithmetic costs in perplexity.
+
 Usage: tools/results/weight_ppl.py [--igen build/igen] [--model GGUF]
                                    [--dtypes stored,f32,f16,bf16,q8_0,q8g64,q4_1,q4_0,q4g64]
+                                   [--decode-dtypes stored,stored+q8,q8_0,q8_0+q8]
                                    [--out docs/results/weight_ppl]
 """
 import argparse
@@ -45,14 +50,24 @@ def main():
     ap.add_argument("--model", default=os.path.join(REPO, "models",
                                                     "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--dtypes", default="stored,f32,f16,bf16,q8_0,q8g64,q4_1,q4_0,q4g64")
+    ap.add_argument("--decode-dtypes", default="stored,stored+q8,q8_0,q8_0+q8",
+                    help="types measured again in decode mode (--prefill 1: every token through "
+                         "the decode GEMV); TYPE+q8: with --act-quant q8; empty: none")
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results", "weight_ppl"))
+    ap.add_argument("--reuse-prefill", action="store_true",
+                    help="keep OUT.jsonl's prefill-mode records (and their command's date) and "
+                         "run only the decode-mode ones")
     a = ap.parse_args()
     for path in (a.igen, a.model):
         if not os.path.exists(path):
             sys.exit(f"weight_ppl: {path} not found (tools/setup.sh builds igen and fetches the model)")
     dtypes = a.dtypes.split(",")
     recs = []
-    for label, rel, refname in TEXTS:
+    if a.reuse_prefill:  # the prefill tables from OUT.jsonl as they stand, only decode mode rerun
+        with open(a.out + ".jsonl") as f:
+            recs = [r for r in map(json.loads, f) if r.get("mode") != "decode"]
+        dtypes = []
+    for label, rel, refname in TEXTS if dtypes else []:
         text = os.path.join(SHARED, rel)
         ref = json.load(open(os.path.join(REPO, "tests", "fixtures", "ref", refname)))
         for dt in dtypes:
@@ -68,6 +83,26 @@ def main():
                    "seconds": round(time.time() - t0, 1)}
             recs.append(rec)
             print(f"ppl {r['ppl']:.6f} ({rec['seconds']} s)", file=sys.stderr)
+    # decode mode: the same windows, the first token a prompt and every other one decoded in a
+    # batch of 16 windows, so that every matmul runs the decode GEMV (M = 16), where
+    # --act-quant q8 applies (prefill, M > 16, stays exact)
+    dec = [d for d in a.decode_dtypes.split(",") if d]
+    for label, rel, refname in TEXTS if dec else []:
+        text = os.path.join(SHARED, rel)
+        ref = json.load(open(os.path.join(REPO, "tests", "fixtures", "ref", refname)))
+        for spec in dec:
+            dt, _, act = spec.partition("+")
+            t0 = time.time()
+            print(f"{label} decode {spec} ...", end=" ", flush=True, file=sys.stderr)
+            r = run_json([a.igen, "ppl", "--model", a.model, "--dtype", dt, "--text", text,
+                          "--ctx", str(ref["ctx"]), "--windows", str(ref["windows"]),
+                          "--batch", "16", "--prefill", "1", "--json"]
+                         + (["--act-quant", act] if act else []))
+            rec = {"text": label, "dtype": dt, "act_quant": act or "none", "mode": "decode",
+                   "ppl": r["ppl"], "tokens": r["tokens"], "windows": r["windows"],
+                   "ctx": ref["ctx"], "seconds": round(time.time() - t0, 1)}
+            recs.append(rec)
+            print(f"ppl {r['ppl']:.6f} ({rec['seconds']} s)", file=sys.stderr)
     with open(a.out + ".jsonl", "w") as f:
         for r in recs:
             f.write(json.dumps(r) + "\n")
@@ -80,7 +115,7 @@ def main():
              "blocks; the other compressed types are re-quantized from them at load, so their "
              "reference is f32.", ""]
     for label, _, _ in TEXTS:
-        rows = [r for r in recs if r["text"] == label]
+        rows = [r for r in recs if r["text"] == label and r.get("mode") != "decode"]
         f32 = next((r["ppl"] for r in rows if r["dtype"] == "f32"), None)
         lines += [f"## {label}", "",
                   "| --dtype | stored as | MB read per token | ppl | vs transformers | vs f32 |",
@@ -92,6 +127,25 @@ def main():
             lines.append(f"| {r['dtype']} | {r['stored'] or '-'} | "
                          f"{mb / 1e6:.0f} | {r['ppl']:.6f} | {100 * vt:+.4f}% | "
                          + (f"{100 * vf:+.4f}%" if vf is not None else "-") + " |")
+        lines.append("")
+    if dec:
+        lines += ["## Decode path: exact and int8 activations", "",
+                  "The same windows with `--prefill 1 --batch 16`: each window's first token is its "
+                  "prompt and every later token is decoded one step at a time (teacher-forced), 16 "
+                  "windows per batch, so every matmul runs the decode GEMV, where `--act-quant q8` "
+                  "applies (activations quantized to int8 per block of 32, integer dot products: "
+                  "llama.cpp's arithmetic; prefill stays exact). `vs exact`: against the same "
+                  "weights without it. The exact decode path's ppl differs from the prefill "
+                  "table's in the last digits (another summation order).", "",
+                  "| text | --dtype | --act-quant | ppl | vs exact |", "|---|---|---|---|---|"]
+        for label, _, _ in TEXTS:
+            rows = [r for r in recs if r["text"] == label and r.get("mode") == "decode"]
+            for r in rows:
+                ex = next((x["ppl"] for x in rows
+                           if x["dtype"] == r["dtype"] and x["act_quant"] == "none"), None)
+                vs = f"{100 * (r['ppl'] - ex) / ex:+.4f}%" if ex and r["act_quant"] != "none" else "-"
+                lines.append(f"| {label} | {r['dtype']} | {r['act_quant']} | {r['ppl']:.6f} | "
+                             f"{vs} |")
         lines.append("")
     with open(a.out + ".md", "w") as f:
         f.write("\n".join(lines))

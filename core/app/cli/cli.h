@@ -27,6 +27,7 @@ typedef struct ig_cli_common {
     int verbose;
     int quiet;
     const char *backend; /* auto, cpu, cuda */
+    int act8;            /* --act-quant q8 (ig_cpu_set_act8) */
 } ig_cli_common;
 
 /* Options every model command accepts; `longopts` entries with these ids are handled by
@@ -39,6 +40,7 @@ enum {
     IG_OPT_QUIET,
     IG_OPT_BACKEND,
     IG_OPT_CUDA_GEMM,
+    IG_OPT_ACT_QUANT,
     IG_OPT_FIRST_FREE = 1100,
 };
 #define IG_CLI_COMMON_LONGOPTS                                                                     \
@@ -47,8 +49,9 @@ enum {
         {"dtype", required_argument, NULL, IG_OPT_DTYPE},                                          \
         {"verbose", no_argument, NULL, IG_OPT_VERBOSE},                                            \
         {"quiet", no_argument, NULL, IG_OPT_QUIET},                                                \
-        {"backend", required_argument, NULL, IG_OPT_BACKEND}, {                                    \
-        "cuda-gemm", required_argument, NULL, IG_OPT_CUDA_GEMM                                     \
+        {"backend", required_argument, NULL, IG_OPT_BACKEND},                                      \
+        {"cuda-gemm", required_argument, NULL, IG_OPT_CUDA_GEMM}, {                                \
+        "act-quant", required_argument, NULL, IG_OPT_ACT_QUANT                                     \
     }
 
 #define IG_CLI_COMMON_HELP                                                                         \
@@ -60,6 +63,9 @@ enum {
     "                    group-wise 4/8-bit weights, made at load), q4_0, q4_1, q8_0 (ggml's);\n"  \
     "                    stored: each matrix as the file stores it (GGUF Q4_0/Q4_1/Q8_0 kept,\n"   \
     "                    other quantizations widened to f32)\n"                                    \
+    "  --act-quant A     none (default) or q8: q4_0, q4_1 and q8_0 weights multiply int8\n"        \
+    "                    activations (per block of 32) in decode steps, llama.cpp's arithmetic:\n" \
+    "                    faster, not the exact result (CPU backend only)\n"                        \
     "  --backend B       auto (default, or $IGEN_BACKEND), cpu or cuda; without a usable GPU\n"    \
     "                    igen says so and uses the CPU\n"                                          \
     "  --cuda-gemm T     CUDA weights and GEMMs in f16 (default; bf16 models: bf16) or\n"          \

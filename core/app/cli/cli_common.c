@@ -85,6 +85,14 @@ int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
         c->dtype = (ig_dtype)t;
         return 1;
     }
+    case IG_OPT_ACT_QUANT:
+        if (strcmp(arg, "none") && strcmp(arg, "q8")) {
+            fprintf(stderr, "igen: --act-quant: '%s' is not one of none, q8\n", arg);
+            return -1;
+        }
+        c->act8 = !strcmp(arg, "q8");
+        ig_cpu_set_act8(c->act8);
+        return 1;
     case IG_OPT_VERBOSE:
         c->verbose = 1;
         ig_log_set_level(IG_LOG_INFO);
@@ -159,7 +167,11 @@ ig_model *ig_cli_load_model(const ig_cli_common *c) {
         return NULL;
     }
     if (c->threads > 0) ig_cpu_set_threads(c->threads);
-    ig_cli_select_backend(c->backend);
+    if (ig_cli_select_backend(c->backend) == IG_BACKEND_CUDA && c->act8) {
+        fprintf(stderr, "igen: --act-quant q8 is a mode of the CPU backend's kernels; the CUDA "
+                        "backend computes with f32 activations (use --backend cpu)\n");
+        return NULL;
+    }
     ig_model_load_opts o = {c->dtype, c->quiet, c->keep_stored};
     ig_model *m = NULL;
     if (!strncmp(path, "dummy:", 6)) { /* dummy:SHAPE: random weights of a configs/models shape */

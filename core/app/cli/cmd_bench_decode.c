@@ -183,6 +183,7 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     json_object_object_add(o, "model", json_object_new_string(ig_model_path(m)));
     json_object_object_add(o, "dtype", json_object_new_string(ig_dtype_name(ig_model_dtype(m))));
     json_object_object_add(o, "threads", json_object_new_int(ig_cpu_get_threads()));
+    json_object_object_add(o, "act_quant", json_object_new_string(com.act8 ? "q8" : "none"));
     json_object_object_add(o, "batch", json_object_new_int((int)batch));
     json_object_object_add(o, "prompt_len", json_object_new_int((int)plen));
     json_object_object_add(o, "gen_len", json_object_new_int((int)glen));
@@ -215,9 +216,9 @@ int ig_cmd_bench_decode(int argc, char **argv) {
         }
     }
     if (!json) {
-        printf("bench-decode: %s, policy %s, batch %ld, prompt %ld, gen %ld, %d threads\n",
+        printf("bench-decode: %s, policy %s, batch %ld, prompt %ld, gen %ld, %d threads%s\n",
                ig_model_name(m), pol.ops ? pol.ops->name : "none", batch, plen, glen,
-               ig_cpu_get_threads());
+               ig_cpu_get_threads(), com.act8 ? ", int8 activations (--act-quant q8)" : "");
         printf("  prefill %.2f s; decode %.2f s = %.2f tokens/s\n", prefill_s, decode_s, tps);
         printf("  time: linear %.2f s, attention+KV %.2f s, lm_head %.2f s, other %.2f s\n",
                es.linear_s, es.attention_s, es.logits_s, es.other_s);

@@ -228,6 +228,7 @@ int ig_cmd_ppl(int argc, char **argv) {
         json_object_object_add(o, "tokens", json_object_new_int64(res.tokens));
         json_object_object_add(o, "windows", json_object_new_int(res.windows));
         json_object_object_add(o, "ctx", json_object_new_int(res.ctx));
+        json_object_object_add(o, "act_quant", json_object_new_string(com.act8 ? "q8" : "none"));
         json_object_object_add(o, "text", json_object_new_string(text_path));
         json_object_object_add(o, "text_tokens", json_object_new_int64((int64_t)n_ids));
         json_object_object_add(o, "model", json_object_new_string(ig_model_path(m)));
