@@ -135,8 +135,9 @@ def main():
                   "windows per batch, so every matmul runs the decode GEMV, where `--act-quant q8` "
                   "applies (activations quantized to int8 per block of 32, integer dot products: "
                   "llama.cpp's arithmetic; prefill stays exact). `vs exact`: against the same "
-                  "weights without it. The exact decode path's ppl differs from the prefill "
-                  "table's in the last digits (another summation order).", "",
+                  "weights without it. Its ppl is not the tables' above: it counts each "
+                  "window's 1022 decode-step predictions, not the first (made from the "
+                  "one-token prompt, the hardest of the window).", "",
                   "| text | --dtype | --act-quant | ppl | vs exact |", "|---|---|---|---|---|"]
         for label, _, _ in TEXTS:
             rows = [r for r in recs if r["text"] == label and r.get("mode") == "decode"]
