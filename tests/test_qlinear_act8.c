@@ -457,6 +457,98 @@ static void test_unsupported(void) {
     }
 }
 
+/* The switch as ig_cpu_linear and ig_cpu_linear_multi use it: on, a supported type's GEMV (M <=
+ * 16) gives exactly the quantizer + row kernel of the current level (each output row is computed
+ * by the same kernel whatever the thread split); off, or for M > 16 (sgemm) and f16 weights,
+ * exactly the exact path's result. */
+static void test_linear_switch(void) {
+    ig_rng r;
+    ig_rng_seed(&r, 4242);
+    const int64_t K = 576, N = 200, N2 = 72;
+    for (int ti = 0; ti < N_A8TYPES; ti++) {
+        ig_dtype t = k_a8types[ti];
+        unsigned char *w = make_weights(&r, t, N, K), *w2 = make_weights(&r, t, N2, K);
+        float *x = malloc((size_t)(17 * K) * sizeof(float)), *bias = malloc(N * sizeof(float));
+        float *y = malloc((size_t)(17 * N) * sizeof(float)),
+              *ye = malloc((size_t)(17 * N) * sizeof(float));
+        float *y2 = malloc((size_t)(17 * N2) * sizeof(float));
+        CU_ASSERT_FATAL(x && bias && y && ye && y2);
+        fill(&r, x, 17 * K, -2.0f, 2.0f);
+        fill(&r, bias, N, -1.0f, 1.0f);
+        const int64_t Ms[] = {1, 3, 8, 16, 17};
+        for (int mi = 0; mi < 5; mi++) {
+            int64_t M = Ms[mi];
+            /* the exact path */
+            ig_cpu_set_act8(0);
+            ig_cpu_linear(x, M, K, w, t, N, bias, ye);
+            ig_cpu_set_act8(1);
+            CU_ASSERT_EQUAL(ig_cpu_get_act8(), 1);
+            ig_cpu_linear(x, M, K, w, t, N, bias, y);
+            ig_linear_part parts[2] = {{w, N, bias, y}, {w2, N2, NULL, y2}};
+            float *ym = malloc((size_t)(M * N) * sizeof(float));
+            CU_ASSERT_FATAL(ym != NULL);
+            parts[0].y = ym;
+            ig_cpu_linear_multi(x, M, K, t, parts, 2);
+            ig_cpu_set_act8(0);
+            if (M > 16) { /* sgemm: never the int8 path */
+                CU_ASSERT_EQUAL(memcmp(y, ye, (size_t)(M * N) * sizeof(float)), 0);
+                CU_ASSERT_EQUAL(memcmp(ym, ye, (size_t)(M * N) * sizeof(float)), 0);
+                free(ym);
+                continue;
+            }
+            /* the kernel itself, at this level, over every row */
+            ig_simd_level lv = ig_cpu_simd_level();
+            void *xq = xq_alloc(ig_cpu_act8_bytes(t, M, K));
+            float *yr = malloc((size_t)(M * N) * sizeof(float));
+            CU_ASSERT_FATAL(yr != NULL);
+            ig_cpu_act8_quantize(lv, t, x, M, K, xq);
+            ig_cpu_act8_rows(lv, t)(xq, M, K, w, 0, N, bias, yr, N);
+            CU_ASSERT_EQUAL(memcmp(y, yr, (size_t)(M * N) * sizeof(float)), 0);
+            CU_ASSERT_EQUAL(memcmp(ym, yr, (size_t)(M * N) * sizeof(float)), 0);
+            CU_ASSERT(memcmp(y, ye, (size_t)(M * N) * sizeof(float)) != 0); /* not the exact path */
+            /* the second part of the multi call too */
+            float *y2r = malloc((size_t)(M * N2) * sizeof(float));
+            CU_ASSERT_FATAL(y2r != NULL);
+            ig_cpu_act8_rows(lv, t)(xq, M, K, w2, 0, N2, NULL, y2r, N2);
+            CU_ASSERT_EQUAL(memcmp(y2, y2r, (size_t)(M * N2) * sizeof(float)), 0);
+            free(y2r);
+            free(yr);
+            free(xq);
+            free(ym);
+        }
+        free(w);
+        free(w2);
+        free(x);
+        free(bias);
+        free(y);
+        free(ye);
+        free(y2);
+    }
+    /* f16 weights: the switch changes nothing */
+    {
+        const int64_t M = 2;
+        float *wf = malloc((size_t)(N * K) * sizeof(float)),
+              *x = malloc((size_t)(M * K) * sizeof(float));
+        uint16_t *wh = malloc((size_t)(N * K) * sizeof(uint16_t));
+        float *a = malloc((size_t)(M * N) * sizeof(float)),
+              *b = malloc((size_t)(M * N) * sizeof(float));
+        CU_ASSERT_FATAL(wf && x && wh && a && b);
+        fill(&r, wf, N * K, -1.0f, 1.0f);
+        fill(&r, x, M * K, -1.0f, 1.0f);
+        for (int64_t i = 0; i < N * K; i++) wh[i] = ig_f32_to_f16(wf[i]);
+        ig_cpu_linear(x, M, K, wh, IG_DTYPE_F16, N, NULL, a);
+        ig_cpu_set_act8(1);
+        ig_cpu_linear(x, M, K, wh, IG_DTYPE_F16, N, NULL, b);
+        ig_cpu_set_act8(0);
+        CU_ASSERT_EQUAL(memcmp(a, b, (size_t)(M * N) * sizeof(float)), 0);
+        free(wf);
+        free(x);
+        free(wh);
+        free(a);
+        free(b);
+    }
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("qlinear_act8", NULL, NULL);
     CU_add_test(s, "quantize_levels", test_quantize_levels);
@@ -466,4 +558,5 @@ void ig_test_register(void) {
     CU_add_test(s, "accuracy_bound", test_accuracy_bound);
     CU_add_test(s, "hostile_scales", test_hostile_scales);
     CU_add_test(s, "unsupported", test_unsupported);
+    CU_add_test(s, "linear_switch", test_linear_switch);
 }
