@@ -802,6 +802,61 @@ static void test_prefill_once(void) {
     free(r);
 }
 
+/* model.act_quant sweeps the CPU kernels' int8-activation switch per point: each record says
+ * which it ran, the q8 point's perplexity (decoded through the GEMV) differs from the exact one,
+ * and an experiment that does not set the key keeps it out of its configs (and so its point keys).
+ */
+static void test_act_quant(void) {
+    ig_test_run *r = malloc(sizeof *r);
+    char body[8192], args[8192];
+    snprintf(body, sizeof body,
+             "model: {path: %s, dtype: q4_1, act_quant: [none, q8]}\n"
+             "workload: {batch: 2, prompt_len: 8, gen_len: 4, text: %s,\n"
+             "           ppl: {ctx: 32, windows: 2, prefill: 4}}\n"
+             "metrics: [throughput, ppl]\n"
+             "measure: {repeat: 2}\n",
+             ig_test_fixture("tiny_llama"), g_text);
+    const char *exp = write_exp("actq", "actq", body);
+    snprintf(args, sizeof args, "run '%s' --no-plot", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    recs rs;
+    load_recs("actq", &rs);
+    CU_ASSERT_EQUAL_FATAL(rs.n_ok, 2);
+    double ppl[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        json_object *c, *mo, *v, *m, *reps;
+        CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[i], "config", &c) &&
+                        json_object_object_get_ex(c, "model", &mo) &&
+                        json_object_object_get_ex(mo, "act_quant", &v));
+        int q8 = !strcmp(json_object_get_string(v), "q8");
+        CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[i], "metrics", &m) &&
+                        json_object_object_get_ex(m, "repeats", &reps));
+        for (int k = 0; k < 2; k++) {
+            json_object *one = json_object_array_get_idx(reps, (size_t)k);
+            CU_ASSERT(json_object_object_get_ex(one, "act_quant", &v) &&
+                      !strcmp(json_object_get_string(v), q8 ? "q8" : "none"));
+        }
+        ppl[q8] = metric(rs.r[i], "ppl");
+    }
+    CU_ASSERT(ppl[0] > 1 && ppl[1] > 1);
+    CU_ASSERT(ppl[0] != ppl[1]);
+    /* the tiny model's random weights make ppl enormous: compare the mean NLLs */
+    CU_ASSERT(fabs(log(ppl[1]) - log(ppl[0])) < 0.05 * log(ppl[0]));
+    free_recs(&rs);
+    /* not set: not in the config */
+    run_two_policies("noactq", "metrics: [throughput]\nmeasure: {repeat: 1}\n", NULL, r);
+    load_recs("noactq", &rs);
+    CU_ASSERT_EQUAL_FATAL(rs.n_ok, 2);
+    json_object *c, *mo, *v;
+    CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[0], "config", &c) &&
+                    json_object_object_get_ex(c, "model", &mo));
+    CU_ASSERT(!json_object_object_get_ex(mo, "act_quant", &v));
+    free_recs(&rs);
+    free(r);
+}
+
 /* mode: [measured, modeled] is an axis: every point both ways, the modeled series dashed in the
  * measured one's colour. */
 static void test_mode_axis(void) {
@@ -860,4 +915,5 @@ void ig_test_register(void) {
     CU_add_test(s, "repeats", test_repeats);
     CU_add_test(s, "prefill_once", test_prefill_once);
     CU_add_test(s, "mode_axis", test_mode_axis);
+    CU_add_test(s, "act_quant", test_act_quant);
 }

@@ -55,6 +55,18 @@ static ig_dtype point_dtype(const ig_exp_point *pt, int *keep_stored) {
     return t >= 0 ? (ig_dtype)t : IG_DTYPE_F32;
 }
 
+/* model.act_quant: the CPU kernels' int8-activation switch is process-wide, so every measured
+ * run of a point sets it for itself (the rounds of a group interleave points); the CUDA backend
+ * has no such mode and refuses it. */
+static ig_status act8_set(const ig_exp_point *pt, ig_backend_kind be, ig_error *err) {
+    ig_cpu_set_act8(pt->act8);
+    if (pt->act8 && be == IG_BACKEND_CUDA)
+        return ig_error_set(err, IG_ERR_UNSUPPORTED,
+                            "model.act_quant: q8 is a mode of the CPU backend's kernels; this "
+                            "point runs on CUDA (backend: cpu, or drop act_quant)");
+    return IG_OK;
+}
+
 static ig_model *model_get(const ig_exp_point *pt, ig_error *err) {
     int keep = 0;
     ig_dtype dt = point_dtype(pt, &keep);
@@ -285,6 +297,7 @@ struct ig_run_session {
     int steps;          /* decode steps run so far (after the prompt) */
     double prefill_s;   /* measured once (session) */
     json_object *fixed; /* metrics of the setup, the same in every measurement */
+    ig_backend_kind backend;
 };
 
 static void sess_teardown(ig_run_session *s) {
@@ -352,6 +365,10 @@ static ig_status sess_setup(const ig_exp_point *pt, ig_model *m, int max_ctx, ig
                          .threads = pt->threads};
     ig_cli_policy_apply(&s->pol, &eo);
     eo.backend = ig_cli_select_backend(pt->backend ? pt->backend : "cpu");
+    st = act8_set(pt, eo.backend, err);
+    if (st != IG_OK) goto fail;
+    s->backend = eo.backend;
+    json_object_object_add(s->fixed, "act_quant", json_object_new_string(pt->act8 ? "q8" : "none"));
     st = ig_cli_offload_setup_err("run", &s->off, m, B, P, max_ctx - P, &s->pol, &eo, err);
     if (st != IG_OK) {
         if (!err->msg[0]) ig_error_set(err, st, "bad placement (see the message above)");
@@ -473,8 +490,9 @@ ig_status ig_run_session_decode(ig_run_session *s, json_object *metrics, ig_erro
     ig_error_clear(err);
     const ig_exp_point *pt = s->pt;
     ig_decode_measure dm;
-    ig_status st =
-        ig_cli_measure_steps(s->e, s->off.ws, pt->batch, 0, pt->gen_len, s->next, &dm, err);
+    ig_status st = act8_set(pt, s->backend, err);
+    if (st != IG_OK) return st;
+    st = ig_cli_measure_steps(s->e, s->off.ws, pt->batch, 0, pt->gen_len, s->next, &dm, err);
     if (st != IG_OK) return st;
     put_decode(s, metrics, s->prefill_s, &dm, pt->prompt_len + s->steps, 1);
     s->steps += pt->gen_len;
@@ -509,10 +527,10 @@ static void memo_free_budgets(void) {
 }
 
 static void ppl_key(const ig_exp_point *pt, char *k, size_t n) {
-    int len =
-        snprintf(k, n, "%s|%s|%s|%d|%d|%d|%d|%s", pt->model_path, pt->dtype,
-                 pt->text_path ? pt->text_path : "", pt->ppl_ctx, pt->ppl_windows, pt->ppl_prefill,
-                 pt->batch < pt->ppl_windows ? pt->batch : pt->ppl_windows, pt->policy);
+    int len = snprintf(k, n, "%s|%s%s|%s|%d|%d|%d|%d|%s", pt->model_path, pt->dtype,
+                       pt->act8 ? "+q8" : "", pt->text_path ? pt->text_path : "", pt->ppl_ctx,
+                       pt->ppl_windows, pt->ppl_prefill,
+                       pt->batch < pt->ppl_windows ? pt->batch : pt->ppl_windows, pt->policy);
     for (int i = 0; i < pt->n_settings && len > 0 && (size_t)len < n; i++)
         len += snprintf(k + len, n - (size_t)len, "|%s", pt->settings[i]);
 }
@@ -570,7 +588,8 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
     eo.recall = 0;
     eo.backend = ig_cli_select_backend(pt->backend ? pt->backend : "cpu");
     ig_engine *e = NULL;
-    ig_status st = ig_engine_create(m, &eo, &e, err);
+    ig_status st = act8_set(pt, eo.backend, err);
+    if (st == IG_OK) st = ig_engine_create(m, &eo, &e, err);
     if (st == IG_OK) {
         ig_ppl_opts po = {pt->ppl_ctx, batch, pt->ppl_windows, pt->ppl_prefill};
         ig_ppl_result res;
@@ -666,6 +685,10 @@ static ig_status this_profile(const ig_exp_point *pt, const ig_model_config *mod
 }
 
 static ig_status modeled(const ig_exp_point *pt, json_object *mx, ig_error *err) {
+    if (pt->act8) /* said, not priced: the matmul rates are the exact kernels' */
+        json_object_object_add(
+            mx, "act_quant",
+            json_object_new_string("q8, not modeled: the matmuls are priced as the exact kernels"));
     ig_model_shape shape;
     IG_TRY(ig_model_shape_load(pt->shape_path, &shape, err));
     ig_hwprof *hw = malloc(sizeof *hw);

@@ -18,6 +18,7 @@
 #define BIG_INT (1 << 30)
 
 static const char *const k_modes[] = {"measured", "modeled", NULL};
+static const char *const k_act_quant[] = {"none", "q8", NULL};
 static const char *const k_dtypes[] = {"f32",  "f16",  "bf16", "q4g64",  "q8g64",
                                        "q4_0", "q4_1", "q8_0", "stored", NULL};
 static const char *const k_backends[] = {"cpu", "cuda", "auto", NULL};
@@ -67,6 +68,7 @@ static const exp_field k_model[] = {
     {"path", F_STR, "default", 0, 0, 0, CK_MODEL, NULL, NULL},
     {"shape", F_STR, NULL, 0, 0, 0, CK_SHAPE, NULL, NULL},
     {"dtype", F_ENUM, "f32", 0, 0, 0, CK_NONE, k_dtypes, NULL},
+    {"act_quant", F_ENUM, NULL, 0, 0, FL_OMIT, CK_NONE, k_act_quant, NULL},
     {NULL, 0, NULL, 0, 0, 0, CK_NONE, NULL, NULL},
 };
 static const exp_field k_measure[] = {

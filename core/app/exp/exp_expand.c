@@ -216,6 +216,7 @@ static json_object *build(const ig_exp *e, const exp_field *fields, const exp_no
                 j = typed(f, f->def);
         }
         }
+        if (!j && (f->flags & FL_OMIT)) continue;
         json_object_object_add(o, key, j);
     }
     return o;

@@ -26,6 +26,8 @@ enum {
     FL_OPTMAP = 2,   /* MAP: absent (or false / null) = off, resolved as null */
     FL_REQUIRED = 4, /* missing = an error */
     FL_POSITIVE = 8, /* NUM: must be > min */
+    FL_OMIT = 16,    /* absent: left out of the point's config (a key added later keeps the
+                      * point keys of experiments that do not set it) */
 };
 
 typedef enum exp_check {
