@@ -295,6 +295,21 @@ static inline uint64_t a8_pair_scales_bits(const unsigned char *b0, const ig_dty
     return (uint64_t)s0 | (uint64_t)s1 << 32;
 }
 
+/* Bytes of a pair of weight blocks. */
+static inline size_t a8_pair_bytes(const ig_dtype t) {
+    return 2 * (size_t)(t == IG_DTYPE_Q4_0   ? IG_Q4_0_BYTES
+                        : t == IG_DTYPE_Q4_1 ? IG_Q4_1_BYTES
+                                             : IG_Q8_0_BYTES);
+}
+
+#if IG_X86
+/* q4_1's offset terms of a row: lanes 1 and 3 of the two chains' [d dx, m s, d dx, m s] sums. */
+IG_TARGET_AVX2 IG_INLINE float a8_mterm(__m128 a, __m128 b) {
+    __m128 s = _mm_add_ps(a, b);
+    return _mm_cvtss_f32(_mm_shuffle_ps(s, s, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(s, s, 3));
+}
+#endif
+
 /* ---- AVX-512 VNNI ------------------------------------------------------------------------------
  * A pair of blocks per zmm, one vpdpbusd per pair and x row. M = 1 runs two chains (pairs
  * alternate between two accumulators); M >= 2 has one per x row. */
@@ -348,9 +363,7 @@ IG_TARGET_AVX512_VNNI IG_INLINE void a8_row_avx512(const unsigned char *xq, cons
                                                    const unsigned char *wrow, const ig_dtype t,
                                                    const int MB, float bias, float *y,
                                                    int64_t ldy) {
-    const size_t pb = 2 * (size_t)(t == IG_DTYPE_Q4_0   ? IG_Q4_0_BYTES
-                                   : t == IG_DTYPE_Q4_1 ? IG_Q4_1_BYTES
-                                                        : IG_Q8_0_BYTES);
+    const size_t pb = a8_pair_bytes(t);
     const int C = MB == 1 ? 2 : 1;
     const int64_t nfull = g->nb / 2;
     __m512 acc[A8_MB_AVX512][2];
@@ -371,10 +384,7 @@ IG_TARGET_AVX512_VNNI IG_INLINE void a8_row_avx512(const unsigned char *xq, cons
     IG_UNROLL(8)
     for (int m = 0; m < MB; m++) {
         float v = _mm512_reduce_add_ps(_mm512_add_ps(acc[m][0], acc[m][1]));
-        if (t == IG_DTYPE_Q4_1) {
-            __m128 s = _mm_add_ps(accm[m][0], accm[m][1]);
-            v += _mm_cvtss_f32(_mm_shuffle_ps(s, s, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(s, s, 3));
-        }
+        if (t == IG_DTYPE_Q4_1) v += a8_mterm(accm[m][0], accm[m][1]);
         y[m * ldy] = v + bias;
     }
 }
@@ -500,9 +510,7 @@ IG_TARGET_AVX2 IG_INLINE float a8_hsum_avx2(__m256 v) {
 IG_TARGET_AVX2 IG_INLINE void a8_row_avx2(const unsigned char *xq, const act8_geo *g,
                                           const unsigned char *wrow, const ig_dtype t, const int MB,
                                           float bias, float *y, int64_t ldy) {
-    const size_t pb = 2 * (size_t)(t == IG_DTYPE_Q4_0   ? IG_Q4_0_BYTES
-                                   : t == IG_DTYPE_Q4_1 ? IG_Q4_1_BYTES
-                                                        : IG_Q8_0_BYTES);
+    const size_t pb = a8_pair_bytes(t);
     const int C = MB == 1 ? 2 : 1;
     const int64_t nfull = g->nb / 2;
     __m256 acc[A8_MB_AVX2][2];
@@ -523,10 +531,7 @@ IG_TARGET_AVX2 IG_INLINE void a8_row_avx2(const unsigned char *xq, const act8_ge
     IG_UNROLL(4)
     for (int m = 0; m < MB; m++) {
         float v = a8_hsum_avx2(_mm256_add_ps(acc[m][0], acc[m][1]));
-        if (t == IG_DTYPE_Q4_1) {
-            __m128 s = _mm_add_ps(accm[m][0], accm[m][1]);
-            v += _mm_cvtss_f32(_mm_shuffle_ps(s, s, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(s, s, 3));
-        }
+        if (t == IG_DTYPE_Q4_1) v += a8_mterm(accm[m][0], accm[m][1]);
         y[m * ldy] = v + bias;
     }
 }
