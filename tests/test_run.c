@@ -535,6 +535,26 @@ static void test_shipped_configs(void) {
                       json_object_object_get_ex(mx, "matmul_rates", &mr) &&
                       strstr(json_object_get_string(mr),
                              "measured at the model's shapes 576,576,192,1536,3,49152,30,2"));
+            /* and sampled again in each of its measured twin's 3 rounds: priced at their median */
+            json_object *smp, *lay, *v;
+            CU_ASSERT_FATAL(json_object_object_get_ex(mx, "matmul_samples", &smp));
+            CU_ASSERT(json_object_object_get_ex(smp, "from", &v) &&
+                      !strcmp(json_object_get_string(v), "the measured twin's group"));
+            CU_ASSERT_FATAL(json_object_object_get_ex(smp, "layer_gflops", &lay));
+            CU_ASSERT_EQUAL_FATAL(json_object_array_length(lay), 3);
+            double x[3];
+            for (int k = 0; k < 3; k++) {
+                x[k] = json_object_get_double(json_object_array_get_idx(lay, (size_t)k));
+                CU_ASSERT(x[k] > 0);
+            }
+            double med = x[0] > x[1] ? (x[1] > x[2]   ? x[1]
+                                        : x[0] > x[2] ? x[2]
+                                                      : x[0])
+                                     : (x[0] > x[2]   ? x[0]
+                                        : x[1] > x[2] ? x[2]
+                                                      : x[1]);
+            CU_ASSERT(json_object_object_get_ex(smp, "used_layer_gflops", &v) &&
+                      json_object_get_double(v) == med);
         }
     }
     CU_ASSERT_EQUAL(n_measured, 8);

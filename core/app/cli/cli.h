@@ -234,6 +234,10 @@ ig_status ig_cli_measure_prefill(ig_engine *e, const int32_t *prompt, int B, int
 ig_status ig_cli_measure_steps(ig_engine *e, struct ig_wstream *ws, int B, int warmup_steps, int G,
                                int32_t *next, ig_decode_measure *out, ig_error *err);
 
+/* igen profile-hw's probe of one model's decode matmuls at its shape (--matmul-shape D,Q,KV,FF,
+ * NF,V,L,M): GFLOP/s of a layer's chain and of the logits. 0, or -1 when it failed. */
+int ig_cli_measure_matmul_shape(int md, int mq, int mkv, int mff, int mnf, int mv, int ml, int mm,
+                                int quick, double *layer, double *logits, int *sets);
 void ig_cli_common_init(ig_cli_common *c);
 /* Handles one of the common options; returns 1 if it was one, 0 if not, -1 on a bad value. */
 int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg);

@@ -149,6 +149,35 @@ static int numa_nodes(ig_hwprof *p) {
     return n;
 }
 
+/* The decode matmuls of one model shape (see --matmul-shape) as a step runs them: a layer's chain
+ * over as many copies of the layer as fit 4 GiB (at most L), then the logits; GFLOP/s of each into
+ * *layer and *logits, the copies into *sets (may be NULL). Returns 0, or -1 when the measurement
+ * failed (out of memory). */
+int ig_cli_measure_matmul_shape(int md, int mq, int mkv, int mff, int mnf, int mv, int ml, int mm,
+                                int quick, double *layer, double *logits, int *sets) {
+    /* q, k, v in one call, o, gate and up in one call, down (core/engine/layer.c) */
+    int outs[7] = {mq, mkv, mkv, md, mff, mff, md}, ins[7] = {md, md, md, mq, md, md, mff};
+    int calls[7] = {0, 0, 0, 1, 2, 2, 3};
+    int nm = 7;
+    if (mnf == 2) { /* fc1 FF x D, fc2 D x FF */
+        outs[5] = md;
+        ins[5] = mff;
+        calls[5] = 3;
+        nm = 6;
+    }
+    double lb = 0;
+    for (int i = 0; i < nm; i++) lb += 4.0 * outs[i] * ins[i];
+    double cap = (quick ? 32.0 : 4096.0) * 1048576 - 4.0 * mv * md;
+    int lsets = clampi(floor(cap / lb), 1, ml);
+    *layer = *logits = 0;
+    if (sets) *sets = lsets;
+    if (ig_cpu_measure_step_matmuls(mm, outs, ins, calls, nm, lsets, mv, md, quick ? 3 : 9, layer,
+                                    logits) != 0 ||
+        !(*layer > 0 && *logits > 0))
+        return -1;
+    return 0;
+}
+
 int ig_cmd_profile_hw(int argc, char **argv) {
     enum { O_OUT = IG_OPT_FIRST_FREE, O_DIR, O_QUICK, O_NAME, O_THREADS, O_SHAPE, O_MSHAPE };
     static const struct option longopts[] = {
@@ -342,23 +371,8 @@ int ig_cmd_profile_hw(int argc, char **argv) {
     double g_layer = 0, g_logits = 0;
     int lsets = 0;
     if (mm > 0) {
-        /* q, k, v in one call, o, gate and up in one call, down (core/engine/layer.c) */
-        int outs[7] = {mq, mkv, mkv, md, mff, mff, md}, ins[7] = {md, md, md, mq, md, md, mff};
-        int calls[7] = {0, 0, 0, 1, 2, 2, 3};
-        int nm = 7;
-        if (mnf == 2) { /* fc1 FF x D, fc2 D x FF */
-            outs[5] = md;
-            ins[5] = mff;
-            calls[5] = 3;
-            nm = 6;
-        }
-        double lb = 0;
-        for (int i = 0; i < nm; i++) lb += 4.0 * outs[i] * ins[i];
-        double cap = (quick ? 32.0 : 4096.0) * 1048576 - 4.0 * mv * md;
-        lsets = clampi(floor(cap / lb), 1, ml);
-        if (ig_cpu_measure_step_matmuls(mm, outs, ins, calls, nm, lsets, mv, md, quick ? 3 : 9,
-                                        &g_layer, &g_logits) != 0 ||
-            !(g_layer > 0 && g_logits > 0)) {
+        if (ig_cli_measure_matmul_shape(md, mq, mkv, mff, mnf, mv, ml, mm, quick, &g_layer,
+                                        &g_logits, &lsets) != 0) {
             fprintf(stderr, "igen profile-hw: --matmul-shape: the matmul measurement failed (out "
                             "of memory, or more than 8 GiB of weights?)\n");
             free(p);

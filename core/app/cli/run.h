@@ -43,6 +43,10 @@ void ig_run_session_close(ig_run_session *s);
 void ig_run_set_repeat(int r);
 /* Where skew=auto keeps the skew files it calibrates (OUTPUT/skew/); "results" by default. */
 void ig_run_set_output_dir(const char *dir);
+/* hardware: this: one sample of the point's model's decode matmul rates (measured points of a
+ * shape only; igen run calls it after every timed round of a group); later modeled points of the
+ * same shape are priced at the samples' median (their records' matmul_samples). */
+void ig_run_sample_matmuls(const ig_exp_point *pt);
 /* Frees what ig_run_point kept loaded. */
 void ig_run_cache_free(void);
 

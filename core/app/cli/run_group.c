@@ -410,7 +410,7 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
     }
     /* rounds: -1 the warm-up (untimed, discarded), then 0 .. R-1; modeled points once */
     int first = timed && ms[0].pt.warmup && !once ? -1 : 0, last = timed ? R : 1;
-    for (int r = first; r < last; r++)
+    for (int r = first; r < last; r++) {
         for (int i = 0; i < n; i++) {
             member *m = &ms[i];
             if (m->failed) continue;
@@ -461,6 +461,8 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
             }
             m->elapsed += ig_time_s() - t0;
         }
+        if (timed && r >= 0) ig_run_sample_matmuls(&ms[0].pt); /* hardware: this, per round */
+    }
     ig_run_set_repeat(-1);
     for (int i = 0; i < n; i++) { /* the engines go before the perplexity runs */
         ig_run_session_close(ms[i].sess);

@@ -623,6 +623,90 @@ static ig_status measure_ppl(const ig_exp_point *pt, ig_model *m, json_object *m
     return st;
 }
 
+/* hardware: this, sampled during the job: the model's decode matmuls (igen profile-hw's
+ * --matmul-shape probe, a second or more) once per timed round of every measured group, so that
+ * a modeled point is priced at the matmul speed of the minutes its measured twin ran in, not at
+ * the one snapshot of the profile (on the 2-core VM the rate moved 85-153 GFLOPS between the
+ * repeats of one job). */
+#define MM_SAMPLES_MAX 256
+static struct mm_sample {
+    char shape[128];
+    int prompt_len, batch;
+    double layer, logits; /* GFLOP/s */
+} g_mm[MM_SAMPLES_MAX];
+static int g_n_mm;
+
+void ig_run_sample_matmuls(const ig_exp_point *pt) {
+    if (!pt || pt->mode != IG_EXP_MEASURED || !pt->hardware_path ||
+        strcmp(pt->hardware_path, "this") || !pt->shape_path || g_n_mm >= MM_SAMPLES_MAX)
+        return;
+    ig_model_shape shape;
+    ig_error err;
+    ig_error_clear(&err);
+    if (ig_model_shape_load(pt->shape_path, &shape, &err) != IG_OK) return;
+    int gbs = pt->gpu_batch_size > 0 ? pt->gpu_batch_size : pt->batch;
+    struct mm_sample *m = &g_mm[g_n_mm];
+    ig_cost_matmul_shape(&shape.config, gbs, m->shape, sizeof m->shape);
+    int d[8];
+    if (sscanf(m->shape, "%d,%d,%d,%d,%d,%d,%d,%d", &d[0], &d[1], &d[2], &d[3], &d[4], &d[5], &d[6],
+               &d[7]) != 8)
+        return;
+    const char *quick = getenv("IGEN_PROFILE_HW_QUICK");
+    if (ig_cli_measure_matmul_shape(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7],
+                                    quick && !strcmp(quick, "1"), &m->layer, &m->logits, NULL) != 0)
+        return;
+    m->prompt_len = pt->prompt_len;
+    m->batch = pt->batch;
+    g_n_mm++;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The samples of the profile's matmul shape: those of the point's own prompt length and batch
+ * (its measured twin's group) where there are any, else all; their medians replace the profile's
+ * gemm_tflops_layer / _logits, and the record says so. */
+static void use_mm_samples(const ig_exp_point *pt, ig_hwprof *hw, json_object *mx) {
+    double lay[MM_SAMPLES_MAX], lgt[MM_SAMPLES_MAX];
+    int n = 0, own = 0;
+    for (int pass = 0; pass < 2 && n == 0; pass++)
+        for (int i = 0; i < g_n_mm; i++) {
+            const struct mm_sample *m = &g_mm[i];
+            if (strcmp(m->shape, hw->device.matmul_shape)) continue;
+            if (pass == 0 && (m->prompt_len != pt->prompt_len || m->batch != pt->batch)) continue;
+            lay[n] = m->layer;
+            lgt[n++] = m->logits;
+            own = pass == 0;
+        }
+    if (n == 0) return;
+    json_object *o = json_object_new_object(), *al = json_object_new_array(),
+                *ag = json_object_new_array();
+    for (int i = 0; i < n; i++) {
+        json_object_array_add(al, json_object_new_double(lay[i]));
+        json_object_array_add(ag, json_object_new_double(lgt[i]));
+    }
+    qsort(lay, (size_t)n, sizeof *lay, cmp_dbl);
+    qsort(lgt, (size_t)n, sizeof *lgt, cmp_dbl);
+    double ml = n % 2 ? lay[n / 2] : (lay[n / 2 - 1] + lay[n / 2]) / 2;
+    double mg = n % 2 ? lgt[n / 2] : (lgt[n / 2 - 1] + lgt[n / 2]) / 2;
+    json_object_object_add(
+        o, "from",
+        json_object_new_string(own ? "the measured twin's group" : "every measured group"));
+    json_object_object_add(o, "layer_gflops", al);
+    json_object_object_add(o, "logits_gflops", ag);
+    json_object_object_add(o, "profile_layer_gflops",
+                           json_object_new_double(hw->device.gemm_tflops_layer * 1000));
+    json_object_object_add(o, "profile_logits_gflops",
+                           json_object_new_double(hw->device.gemm_tflops_logits * 1000));
+    json_object_object_add(o, "used_layer_gflops", json_object_new_double(ml));
+    json_object_object_add(o, "used_logits_gflops", json_object_new_double(mg));
+    json_object_object_add(mx, "matmul_samples", o);
+    hw->device.gemm_tflops_layer = ml / 1000;
+    hw->device.gemm_tflops_logits = mg / 1000;
+}
+
 /* hardware: this. The profile of this machine, measured by `igen profile-hw` on first use and
  * kept as OUTPUT/hardware-this.yaml (delete it to measure again); with the point's link model on,
  * its link section is replaced by that model, which is what the measured twin's copies obey (the
@@ -676,6 +760,7 @@ static ig_status this_profile(const ig_exp_point *pt, const ig_model_config *mod
     json_object_object_add(
         o, "link", json_object_new_string(pt->link ? "placement.link" : "measured (memcpy)"));
     json_object_object_add(mx, "hardware_this", o);
+    use_mm_samples(pt, hw, mx);
     if (pt->link) {
         hw->link.h2d_gbps = pt->link_h2d_gbps;
         hw->link.d2h_gbps = pt->link_d2h_gbps;
