@@ -30,6 +30,7 @@ typedef struct bench_opts {
     int quick;
     int kv_only;
     int quant_only;
+    int act8; /* --act-quant q8 */
 } bench_opts;
 
 static void usage(const char *argv0) {
@@ -45,6 +46,8 @@ static void usage(const char *argv0) {
            "  --quick         smaller buffers and shorter runs (a smoke test)\n"
            "  --kv-only       bandwidth, then only the KV-policy kernels\n"
            "  --quant-only    bandwidth, then only the quantized-weight linear cases\n"
+           "  --act-quant A   none (default) or q8: the q4_0/q4_1/q8_0 GEMV cases with int8\n"
+           "                  activations (ig_cpu_set_act8, igen --act-quant; not exact)\n"
            "  --json FILE     also write the results as JSON\n"
            "  --help          this text\n"
            "IG_SIMD=scalar|avx2|avx512 caps the SIMD level.\n",
@@ -52,7 +55,7 @@ static void usage(const char *argv0) {
 }
 
 static int parse_args(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){0, 1024u << 20, 512u << 20, 0.3, NULL, 0, 0, 0};
+    *o = (bench_opts){0, 1024u << 20, 512u << 20, 0.3, NULL, 0, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -65,6 +68,13 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->kv_only = 1;
         } else if (!strcmp(a, "--quant-only")) {
             o->quant_only = 1;
+        } else if (val && !strcmp(a, "--act-quant")) {
+            if (strcmp(val, "none") && strcmp(val, "q8")) {
+                fprintf(stderr, "%s: --act-quant %s: expected none or q8\n", argv[0], val);
+                exit(2);
+            }
+            o->act8 = !strcmp(val, "q8"), i++;
+            ig_cpu_set_act8(o->act8);
         } else if (val && !strcmp(a, "--threads")) {
             o->threads = (int)ig_bench_long(argv[0], "--threads", val, 1, 1024), i++;
         } else if (val && !strcmp(a, "--bw-mib")) {
@@ -278,7 +288,9 @@ static void bench_quant(const bench_opts *o, double read_gbps) {
     printf("\nquantized weights: ig_cpu_linear (cold W: copies cycled as in decode; GB/s of the "
            "stored (compressed) bytes; bw = GB/s / read bandwidth, i.e. the fraction of the "
            "compressed-bytes bound, at the median and the best time; x f16 / x f32 = time of f16 / "
-           "f32 W over this one)\n");
+           "f32 W over this one)%s\n",
+           o->act8 ? "; q4_0/q4_1/q8_0 GEMVs (M <= 16) with int8 activations (--act-quant q8)"
+                   : "");
     printf("  %-6s %4s %5s %5s %9s %9s %8s %6s %6s %7s %7s %8s\n", "dtype", "M", "K", "N",
            "us(med)", "us(best)", "GB/s", "bw", "bw.bst", "x f16", "x f32", "GFLOP/s");
     static const int64_t shapes[][2] = {{576, 1536}, {1536, 576}, {576, 576}, {576, 192}};
@@ -697,6 +709,7 @@ out:
             return 1;
         }
         fprintf(f, "{\n  \"threads\": %d,\n  \"simd\": \"%s\",\n", threads, ig_cpu_simd_name());
+        fprintf(f, "  \"act_quant\": \"%s\",\n", o.act8 ? "q8" : "none");
         fprintf(f, "  \"omp_wait_policy\": \"%s\",\n  \"load_average\": %.2f,\n", wait ? wait : "",
                 load);
         fprintf(f, "  \"read_gbps\": %.3f,\n  \"read_gbps_1thread\": %.3f,\n", read_gbps,
