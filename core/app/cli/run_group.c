@@ -408,6 +408,14 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
         m->link_on |= link_on;
         m->elapsed += ig_time_s() - t0;
     }
+    /* hardware: this samples the matmuls after each round only where a modeled point will use
+     * the samples (a second or more each) */
+    int sample_mm = 0;
+    for (int i = 0; timed && i < ig_exp_n_points(x) && !sample_mm; i++) {
+        ig_exp_point q;
+        sample_mm = ig_exp_point_get(x, i, &q) == IG_OK && q.mode == IG_EXP_MODELED &&
+                    q.hardware_path && !strcmp(q.hardware_path, "this");
+    }
     /* rounds: -1 the warm-up (untimed, discarded), then 0 .. R-1; modeled points once */
     int first = timed && ms[0].pt.warmup && !once ? -1 : 0, last = timed ? R : 1;
     for (int r = first; r < last; r++) {
@@ -461,7 +469,7 @@ void ig_run_group(const ig_exp *x, const int *idx, int n, json_object **recs, ig
             }
             m->elapsed += ig_time_s() - t0;
         }
-        if (timed && r >= 0) ig_run_sample_matmuls(&ms[0].pt); /* hardware: this, per round */
+        if (timed && r >= 0 && sample_mm) ig_run_sample_matmuls(&ms[0].pt); /* per round */
     }
     ig_run_set_repeat(-1);
     for (int i = 0; i < n; i++) { /* the engines go before the perplexity runs */
