@@ -25,7 +25,8 @@ typedef struct gather_job {
     ig_engine *e;
     int layer, buf, n;
     int slots[256];
-    double seconds;
+    double seconds;  /* the link's time for the job's bytes (0 without the link) */
+    double ready_at; /* when its rows are there: the consumer waits until then (link_done) */
 } gather_job;
 
 /* A decode store: the new rows of one layer for a GPU batch's decode slots, staged in st_k/st_v at
@@ -35,7 +36,8 @@ typedef struct store_job {
     ig_kv_run *r;
     int layer, n;
     int slots[256];
-    double seconds;
+    double seconds;  /* as gather_job's */
+    double ready_at; /* as gather_job's: the staging may be reused from then on */
 } store_job;
 
 struct ig_kv_run {
@@ -110,6 +112,7 @@ struct ig_kv_run {
     float *st_k, *st_v;  /* [S][G][hd]: each decode slot's new rows, staged for its store job */
     int64_t *st_ent;     /* [S][G]: the entries they go to */
     double disk_base[2]; /* disk bytes read / written at the last stats reset */
+    double link_free;    /* when the link ends the transfers queued so far (the transfer thread's) */
     ig_kv_stats stats;
 };
 
@@ -559,6 +562,33 @@ static void gather(ig_engine *e, int layer, int buf, int slot) {
     }
 }
 
+/* The link is a DMA engine: a job's bytes cross it after the transfers queued before them (one
+ * transfer at a time, in queue order, stores and gathers alike, as when each job waited out its
+ * own time on the transfer thread), and are there at the modelled end, or when the job's own copy
+ * ends if that is later. The transfer thread only records that moment (ready_at) and goes on; the
+ * thread that needs the bytes waits until then (link_wait). A transfer thread that slept until the
+ * end instead shared a core with two compute threads on a 2-core machine: its wake-ups came ~150 us
+ * late, and the spin it used to be on time took a core from the compute threads. Returns the
+ * job's time: from its start on the link to ready_at (without link bytes, its own run time). */
+static double link_done(ig_kv_run *r, ig_link_dir dir, double t0, size_t bytes, double *ready_at) {
+    double end = ig_time_s();
+    *ready_at = end;
+    if (!bytes) return end - t0;
+    double start = t0 > r->link_free ? t0 : r->link_free;
+    double done = start + ig_link_time(r->link, dir, bytes);
+    r->link_free = done;
+    if (done > end) *ready_at = done;
+    return *ready_at - start;
+}
+
+/* The consumer's side of link_done: waits until ready_at; returns the seconds waited. */
+static double link_wait(double ready_at) {
+    double now = ig_time_s();
+    if (ready_at <= now) return 0;
+    ig_link_wait_until(ready_at);
+    return ig_time_s() - now;
+}
+
 static void gather_job_run(void *arg) {
     gather_job *j = arg;
     ig_kv_run *r = j->e->kv;
@@ -578,8 +608,7 @@ static void gather_job_run(void *arg) {
     }
     /* the job as one copy over the link: the bytes count_h2d counts for these slots (in place:
      * the time only, attention reads the rows where they are) */
-    if (bytes) ig_link_wait_until(t0 + ig_link_time(r->link, IG_LINK_H2D, bytes));
-    j->seconds = ig_time_s() - t0;
+    j->seconds = link_done(r, IG_LINK_H2D, t0, bytes, &j->ready_at);
 }
 
 /* Queues the gather of `layer`'s selected rows for the current GPU batch's decode slots. */
@@ -612,6 +641,7 @@ static void wait_gather(ig_kv_run *r, int layer) {
         return;
     }
     r->stats.transfer_wait_s += ig_xfer_wait(r->xq, r->ticket[q]);
+    r->stats.transfer_wait_s += link_wait(r->jobs[q].ready_at);
     r->stats.transfer_s += r->jobs[q].seconds;
     r->ticket[q] = 0;
 }
@@ -620,6 +650,7 @@ static void wait_gather(ig_kv_run *r, int layer) {
 static void wait_store(ig_kv_run *r, int b) {
     if (!r->async_store || !r->sticket[b]) return;
     r->stats.transfer_wait_s += ig_xfer_wait(r->xq, r->sticket[b]);
+    r->stats.transfer_wait_s += link_wait(r->sjobs[b].ready_at);
     r->stats.transfer_s += r->sjobs[b].seconds;
     r->sticket[b] = 0;
 }
@@ -637,6 +668,7 @@ void ig_kv_call_end(ig_engine *e) {
     for (int q = 0; q < 2 * r->S; q++)
         if (r->ticket[q]) {
             r->stats.transfer_wait_s += ig_xfer_wait(r->xq, r->ticket[q]);
+            r->stats.transfer_wait_s += link_wait(r->jobs[q].ready_at);
             r->stats.transfer_s += r->jobs[q].seconds;
             r->ticket[q] = 0;
         }
@@ -656,8 +688,7 @@ static void store_job_run(void *arg) {
         }
         if (r->link && (int)slot >= r->e->opts.kv_device_slots) bytes += 2 * G * r->row_bytes;
     }
-    if (bytes) ig_link_wait_until(t0 + ig_link_time(r->link, IG_LINK_D2H, bytes));
-    j->seconds = ig_time_s() - t0;
+    j->seconds = link_done(r, IG_LINK_D2H, t0, bytes, &j->ready_at);
 }
 
 /* Queues the store of `layer`'s new rows of the current GPU batch's decode slots (staged by
