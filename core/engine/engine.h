@@ -78,11 +78,12 @@ typedef struct ig_engine_opts {
     /* The link the KV rows of host-homed slots (kv_device_slots and up) cross, with a policy on
      * the CPU backend: each layer's fetch of selected rows (h2d) and store of new rows (d2h) per
      * GPU batch lasts at least what the model prescribes for its bytes (the bytes kv stats count),
-     * on a transfer thread (one is started even with no spare core), so it overlaps compute as a
-     * GPU's copy stream would. Copy access gathers the rows there and waits out the rest; in-place
-     * access only waits (attention reads the rows where they live, as a copy engine would have
-     * moved them without the host's cores). NULL or off: no throttling. Not throttled: prefill
-     * stores, and kv_access cpu (only the query and the output cross). */
+     * queued on a transfer thread (one is started even with no spare core) so that it overlaps
+     * compute as a GPU's copy stream would: one link clock, the compute thread waiting for each
+     * job's modelled end when it needs the rows. Copy access gathers the rows on that thread;
+     * in-place access only times them (attention reads the rows where they live, as a copy engine
+     * would have moved them without the host's cores). NULL or off: no throttling. Not
+     * throttled: prefill stores, and kv_access cpu (only the query and the output cross). */
     const struct ig_link_model *kv_link;
     /* The last act_disk_seqs slots (after the host ones) keep their activations in a file of this
      * disk tier, going through host memory on the way (counted as host traffic too). */
@@ -117,7 +118,7 @@ typedef struct ig_kv_stats {
     /* Decode store jobs on the transfer queue (one per GPU batch and layer), their time counted in
      * transfer_s; store_s is the part on the compute thread. With copy access and a transfer
      * thread the job writes the rows; with in-place access and the link model (kv_link) the
-     * compute thread writes them and the job only waits out their link time. 0 when stores run
+     * compute thread writes them and the job only times their link transfer. 0 when stores run
      * synchronously. */
     int64_t store_jobs;
     double recall_sum;

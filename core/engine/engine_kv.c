@@ -269,9 +269,10 @@ ig_status ig_kv_run_create(ig_engine *e, ig_error *err) {
         acc = IG_KV_ACCESS_COPY;
     }
     /* The link model times the KV rows a policy fetches from host memory (see kv_link): with copy
-     * access the transfer thread gathers them and waits out the rest of the modelled time; with
-     * in-place access (attention reads the rows where they live, as if already moved) it only
-     * waits, as a GPU's copy engine moves the bytes without the host's cores. */
+     * access the transfer thread gathers them; with in-place access (attention reads the rows where
+     * they live, as if already moved) it only times them, as a GPU's copy engine moves the bytes
+     * without the host's cores. Either way the compute thread waits for the modelled end
+     * (link_done). */
     if (o->kv_link && o->kv_link->on && !r->dev && !r->cpu_attn && r->S > o->kv_device_slots)
         r->link = o->kv_link;
     r->contig = r->caps.dense && never_evicts && f32_rows && acc != IG_KV_ACCESS_COPY &&

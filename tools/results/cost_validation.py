@@ -21,9 +21,9 @@ Placements (FlexGen percentages W_GPU,W_CPU,C_GPU,C_CPU,A_GPU,A_CPU):
   kv-link/P  100,0,0,100,100,0    the paper's regime: weights on the device, the KV cache homed in
                                   host memory behind the link, each layer's fetch of the rows
                                   the policy selects timed by the link model (default access:
-                                  in place for f32 rows, the transfer thread waits out the
-                                  modelled time; int4's encoded rows are gathered and decoded
-                                  there), for every policy P of --policies (default full,
+                                  attention reads the rows where they live, int4's decoded in
+                                  the attention kernel; the compute thread waits until each
+                                  fetch's modelled end), for every policy P of --policies (default full,
                                   int4, h2o, infinigen); infinigen runs with a skew calibrated on
                                   PTB and is predicted with its measured fetch profile
                                   (configs/policies/infinigen-smollm2-135m.yaml)
