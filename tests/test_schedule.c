@@ -61,7 +61,7 @@ typedef struct run_out {
     size_t n;
     ig_engine_stats es;
     ig_kv_stats kv;
-    double row_bytes; /* one encoded K (or V) row of one head */
+    double row_bytes;     /* one encoded K (or V) row of one head */
     double decode_wall_s; /* the decode steps' wall time */
 } run_out;
 
@@ -444,8 +444,8 @@ static void test_kv_link(void) {
                     CU_ASSERT(a->d2h_bytes == b->d2h_bytes && a->d2h_bytes > 0);
                     CU_ASSERT(a->selected_rows == b->selected_rows);
                     /* the jobs' link times are sums of differences of clock readings: equal to
-                     * the modelled total up to rounding (clock readings near 1e5 s: ~1e-11 s each) when
-                     * no copy is slower than the link */
+                     * the modelled total up to rounding (clock readings near 1e5 s: ~1e-11 s each)
+                     * when no copy is slower than the link */
                     double modelled =
                         (b->h2d_bytes + b->d2h_bytes) / (link.gbps[0] * 1e9) * (1 - 1e-6);
                     if (!(b->transfer_s >= modelled))

@@ -112,7 +112,7 @@ struct ig_kv_run {
     float *st_k, *st_v;  /* [S][G][hd]: each decode slot's new rows, staged for its store job */
     int64_t *st_ent;     /* [S][G]: the entries they go to */
     double disk_base[2]; /* disk bytes read / written at the last stats reset */
-    double link_free;    /* when the link ends the transfers queued so far (the transfer thread's) */
+    double link_free; /* when the link ends the transfers queued so far (the transfer thread's) */
     ig_kv_stats stats;
 };
 
