@@ -129,6 +129,16 @@ void ig_link_wait_until(double deadline) {
     }
 }
 
+double ig_link_schedule(const ig_link_model *m, ig_link_dir dir, double *free_at, double t_issue,
+                        size_t bytes, double t_copied, double *started) {
+    if (started) *started = t_issue;
+    if (!bytes || !m || !m->on) return t_copied;
+    double start = t_issue > *free_at ? t_issue : *free_at;
+    *free_at = start + ig_link_time(m, dir, bytes);
+    if (started) *started = start;
+    return *free_at > t_copied ? *free_at : t_copied;
+}
+
 double ig_link_copy(const ig_link_model *m, ig_link_dir dir, void *dst, const void *src, size_t n) {
     double t0 = ig_time_s();
     if (n) memcpy(dst, src, n);

@@ -35,5 +35,15 @@ double ig_link_copy(const ig_link_model *m, ig_link_dir dir, void *dst, const vo
 /* Waits until `t0 + ig_link_time(m, dir, bytes)` (ig_time_s clock): for a transfer made of several
  * pieces (a disk read, then a copy) that must take the modelled time as a whole. */
 void ig_link_wait_until(double deadline_s);
+/* The link as a DMA engine with one clock (*free_at: when it ends the transfers scheduled so far,
+ * 0 at first): a transfer of `bytes` issued at t_issue starts then or when the link is free,
+ * whichever is later (*started), and its bytes are there latency + bytes / bandwidth after that,
+ * or at t_copied (when the issuer's own copy of them ended) if later. Returns that moment and
+ * advances *free_at. With no bytes, or the model off or NULL: t_copied, *started = t_issue,
+ * *free_at unchanged. The issuing thread (a transfer queue's) goes on; the thread that needs the
+ * bytes waits with ig_link_wait_until, so that no thread sleeps and wakes on the link's behalf
+ * beside the compute threads (docs/ARCHITECTURE.md, the link model). started may be NULL. */
+double ig_link_schedule(const ig_link_model *m, ig_link_dir dir, double *free_at, double t_issue,
+                        size_t bytes, double t_copied, double *started);
 
 #endif

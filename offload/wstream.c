@@ -286,17 +286,12 @@ static void run_load(void *arg) {
     }
     double t_copied = ig_time_s();
     double modelled = moved ? ig_link_time(ws->o.link, IG_LINK_H2D, moved) : 0;
-    /* The link is a DMA engine: the bytes cross it after the loads before them and are there at
-     * the modelled end (or when the copy ends, if later). This thread records that moment and goes
-     * on; ig_wstream_layer waits until then. Sleeping here until the end, on a machine with no
-     * spare core, made this thread's wake-ups late and its spin to be on time took a core from the
-     * compute threads (engine_kv.c, link_done, has the figures). */
-    j->ready_at = t_copied;
-    if (modelled > 0) {
-        double start = t_link > ws->link_free ? t_link : ws->link_free;
-        ws->link_free = start + modelled;
-        if (ws->link_free > t_copied) j->ready_at = ws->link_free;
-    }
+    /* The bytes are there on the link's clock (after the loads before them, ig_link_schedule):
+     * this thread records that moment and goes on, ig_wstream_layer waits until then. Sleeping here
+     * until the end, on a machine with no spare core, made this thread's wake-ups late and its spin
+     * to be on time took a core from the compute threads (engine_kv.c, link_done). */
+    j->ready_at =
+        ig_link_schedule(ws->o.link, IG_LINK_H2D, &ws->link_free, t_link, moved, t_copied, NULL);
     ws->st.link_modelled_s += modelled;
     ws->st.h2d_bytes += (double)moved;
     ws->st.transfer_s += j->ready_at - t0;
@@ -520,7 +515,7 @@ const ig_layer *ig_wstream_layer(ig_wstream *ws, int l) {
      * GB/s on a 2-core VM: 5-11 ms of a 53 ms step) */
     prefetch_next(ws, l);
     if (ws->q) ig_xfer_wait(ws->q, ws->ticket[b]);
-    if (ws->job[b].ready_at > ig_time_s()) ig_link_wait_until(ws->job[b].ready_at);
+    ig_link_wait_until(ws->job[b].ready_at); /* returns at once when it has passed */
     ws->st.wait_s += ig_time_s() - t0;
     ws->ticket[b] = 0;
     if (ws->failed) return NULL;

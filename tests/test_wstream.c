@@ -54,6 +54,34 @@ static void test_link_parse(void) {
  * machine wakes it late, a few ms a time), so the upper bound is generous, judged on the best of
  * up to 5 attempts: within 3x the model, which a wait in the wrong unit, one that never ends or
  * one made several times over still fails. The precise figure: bench_overlap (link copy table). */
+/* The link's one clock, by hand (no timing: the issue and copy times are given): 2 GB/s + 5 us. */
+static void test_link_schedule(void) {
+    ig_link_model m;
+    ig_error err;
+    CU_ASSERT_EQUAL(ig_link_parse("h2d=2,d2h=1,lat=5", &m, &err), IG_OK);
+    double free_at = 0, st = -1;
+    /* an idle link: starts at the issue, 5 us + 2 MB / 2 GB/s = 1.005 ms later */
+    IG_ASSERT_NEAR(ig_link_schedule(&m, IG_LINK_H2D, &free_at, 10.0, 2000000, 10.0001, &st),
+                   10.001005, 1e-12);
+    IG_ASSERT_NEAR(st, 10.0, 0);
+    IG_ASSERT_NEAR(free_at, 10.001005, 1e-12);
+    /* issued while it is busy: queued behind it, whatever the direction (one clock) */
+    IG_ASSERT_NEAR(ig_link_schedule(&m, IG_LINK_D2H, &free_at, 10.0005, 1000000, 10.0006, &st),
+                   10.002010, 1e-12);
+    IG_ASSERT_NEAR(st, 10.001005, 1e-12);
+    /* the issuer's own copy ends after the modelled end: then, the clock keeps the model's end */
+    IG_ASSERT_NEAR(ig_link_schedule(&m, IG_LINK_H2D, &free_at, 11.0, 2000, 11.5, &st), 11.5, 0);
+    IG_ASSERT_NEAR(free_at, 11.0 + 5e-6 + 1e-6, 1e-12);
+    /* no bytes, the model off or absent: the copy's end, the clock untouched */
+    double before = free_at;
+    IG_ASSERT_NEAR(ig_link_schedule(&m, IG_LINK_H2D, &free_at, 12.0, 0, 12.25, &st), 12.25, 0);
+    IG_ASSERT_NEAR(st, 12.0, 0);
+    IG_ASSERT_NEAR(ig_link_schedule(NULL, IG_LINK_H2D, &free_at, 12.0, 100, 12.25, NULL), 12.25, 0);
+    CU_ASSERT_EQUAL(ig_link_parse("off", &m, &err), IG_OK);
+    IG_ASSERT_NEAR(ig_link_schedule(&m, IG_LINK_H2D, &free_at, 12.0, 100, 12.25, NULL), 12.25, 0);
+    IG_ASSERT_NEAR(free_at, before, 0);
+}
+
 static void test_link_copy_time(void) {
     ig_link_model m;
     ig_error err;
@@ -575,6 +603,7 @@ void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("link_disk", NULL, NULL);
     CU_add_test(s, "link_parse", test_link_parse);
     CU_add_test(s, "link_copy_time", test_link_copy_time);
+    CU_add_test(s, "link_schedule", test_link_schedule);
     CU_add_test(s, "disk_roundtrip", test_disk_roundtrip);
     CU_add_test(s, "disk_bad_dir", test_disk_bad_dir);
     CU_add_test(s, "disk_full", test_disk_full);

@@ -25,7 +25,7 @@ typedef struct gather_job {
     ig_engine *e;
     int layer, buf, n;
     int slots[256];
-    double seconds;  /* the link's time for the job's bytes (0 without the link) */
+    double seconds;  /* from its start on the link to ready_at (without the link: its run time) */
     double ready_at; /* when its rows are there: the consumer waits until then (link_done) */
 } gather_job;
 
@@ -563,22 +563,16 @@ static void gather(ig_engine *e, int layer, int buf, int slot) {
     }
 }
 
-/* The link is a DMA engine: a job's bytes cross it after the transfers queued before them (one
- * transfer at a time, in queue order, stores and gathers alike, as when each job waited out its
- * own time on the transfer thread), and are there at the modelled end, or when the job's own copy
- * ends if that is later. The transfer thread only records that moment (ready_at) and goes on; the
- * thread that needs the bytes waits until then (link_wait). A transfer thread that slept until the
- * end instead shared a core with two compute threads on a 2-core machine: its wake-ups came ~150 us
- * late, and the spin it used to be on time took a core from the compute threads. Returns the
- * job's time: from its start on the link to ready_at (without link bytes, its own run time). */
+/* A job's end on the transfer thread: when its bytes are there on the link's one clock (every
+ * transfer of this run in queue order, stores and gathers alike, as when each job waited out its
+ * own time on the thread; ig_link_schedule), kept in ready_at for the thread that needs them
+ * (link_wait), the transfer thread going on at once. Sleeping there until the end instead, beside
+ * two compute threads on a 2-core machine, its wake-ups came ~150 us late, and the spin it used to
+ * be on time took a core from the compute threads. Returns the job's time: from its start on the
+ * link to ready_at (without link bytes, its own run time). */
 static double link_done(ig_kv_run *r, ig_link_dir dir, double t0, size_t bytes, double *ready_at) {
-    double end = ig_time_s();
-    *ready_at = end;
-    if (!bytes) return end - t0;
-    double start = t0 > r->link_free ? t0 : r->link_free;
-    double done = start + ig_link_time(r->link, dir, bytes);
-    r->link_free = done;
-    if (done > end) *ready_at = done;
+    double start;
+    *ready_at = ig_link_schedule(r->link, dir, &r->link_free, t0, bytes, ig_time_s(), &start);
     return *ready_at - start;
 }
 
