@@ -301,6 +301,9 @@ static void bench_quant(const bench_opts *o, double read_gbps) {
             int64_t M = Ms[mi], K = shapes[s][0], N = shapes[s][1];
             quant_shape(o, M, K, N, 1, read_gbps);
         }
+    /* the lm_head of SmolLM2-135M (its GGUF stores it Q8_0): one row of x, the largest GEMV of a
+     * decode step */
+    if (!o->quick) quant_shape(o, 1, 576, 49152, 1, read_gbps);
     /* Prefill: tiles dequantized into the scratch, then the one-thread sgemm per thread. */
     const int64_t M = o->quick ? 128 : 512, K = 576, N = 1536;
     printf("  prefill (hot W; x f32 = f32 sgemm time over this one, the target is >= 0.5)\n");
