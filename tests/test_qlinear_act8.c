@@ -307,7 +307,9 @@ static void test_rows_vs_scalar(void) {
     ig_rng r;
     ig_rng_seed(&r, 42);
     static const int64_t Ms[] = {1, 2, 3, 5, 8, 16};
-    static const int64_t Ks[] = {32, 96, 576};
+    /* blocks: 1, 3, 7, 9 (q4 tail groups of 1..3 quads), 16 (one whole group), 18, 31 (a whole
+     * group and a tail of 4 quads, the last partial), 37 */
+    static const int64_t Ks[] = {32, 96, 224, 288, 512, 576, 992, 1184};
     for (int ti = 0; ti < N_A8TYPES; ti++)
         for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
             for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
