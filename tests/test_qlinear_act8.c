@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/base/dtype.h"
 #include "kernels/cpu/cpu_internal.h"
@@ -441,6 +443,47 @@ static void test_hostile_scales(void) {
     }
 }
 
+/* W's last row ends where a PROT_NONE page begins: a kernel that reads past a row's last block (a
+ * plain 64-byte load where only part of it is W) faults. Every level against the scalar one. */
+static void test_guard_page(void) {
+    ig_rng r;
+    ig_rng_seed(&r, 9);
+    const long page = sysconf(_SC_PAGESIZE);
+    static const int64_t Ks[] = {32, 96, 224, 512, 576, 992};
+    const int64_t N = 3;
+    for (int ti = 0; ti < N_A8TYPES; ti++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+            ig_dtype t = k_a8types[ti];
+            int64_t K = Ks[ki];
+            size_t bytes = (size_t)N * ig_dtype_row_bytes(t, K);
+            size_t span = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
+            unsigned char *map = mmap(NULL, span + (size_t)page, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            CU_ASSERT_FATAL(map != MAP_FAILED);
+            CU_ASSERT_FATAL(mprotect(map + span, (size_t)page, PROT_NONE) == 0);
+            unsigned char *src = make_weights(&r, t, N, K), *w = map + span - bytes;
+            memcpy(w, src, bytes);
+            float x[992], ref[3], y[3];
+            fill(&r, x, K, -1.0f, 1.0f);
+            unsigned char *xq = xq_alloc(ig_cpu_act8_bytes(t, 1, K));
+            ig_cpu_act8_quantize(IG_SIMD_SCALAR, t, x, 1, K, xq);
+            ig_cpu_act8_rows(IG_SIMD_SCALAR, t)(xq, 1, K, w, 0, N, NULL, ref, N);
+            for (int l = 1; l < N_LEVELS; l++) {
+                int level = level_at(l);
+                if (level < 0) continue;
+                ig_cpu_act8_rows((ig_simd_level)level, t)(xq, 1, K, w, 0, N, NULL, y, N);
+                for (int64_t n = 0; n < N; n++) {
+                    double mag = act8_mag(t, w + (size_t)n * ig_dtype_row_bytes(t, K), x, K);
+                    CU_ASSERT(fabs((double)y[n] - ref[n]) <= 1e-5 * mag + 1e-30);
+                }
+            }
+            restore_defaults();
+            free(xq);
+            free(src);
+            munmap(map, span + (size_t)page);
+        }
+}
+
 static void test_unsupported(void) {
     static const ig_dtype others[] = {IG_DTYPE_F32, IG_DTYPE_F16, IG_DTYPE_BF16, IG_DTYPE_Q4G64,
                                       IG_DTYPE_Q8G64};
@@ -559,6 +602,7 @@ void ig_test_register(void) {
     CU_add_test(s, "gcc_pattern", test_gcc_pattern);
     CU_add_test(s, "accuracy_bound", test_accuracy_bound);
     CU_add_test(s, "hostile_scales", test_hostile_scales);
+    CU_add_test(s, "guard_page", test_guard_page);
     CU_add_test(s, "unsupported", test_unsupported);
     CU_add_test(s, "linear_switch", test_linear_switch);
 }
