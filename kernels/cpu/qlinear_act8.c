@@ -31,7 +31,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <stdlib.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -517,43 +516,6 @@ a8_rows_q4_avx512(const unsigned char *xq, const act8_geo *g, const void *W, con
     const int NA = MB == 1 ? 4 : MB <= 3 ? 2 : 1;
     const size_t gb = 16 * (size_t)(t == IG_DTYPE_Q4_0 ? IG_Q4_0_BYTES : IG_Q4_1_BYTES);
     const size_t rb = (size_t)g->nb * gb / 16;
-    const int64_t nfull = g->nb / 16;
-    const int tq = (int)((g->nb % 16 + 3) / 4);
-    if (MB == 1 && getenv("IG_TWO")) { /* two rows of W a pass: one reduction for both */
-        for (; n0 + 1 < n1; n0 += 2) {
-            const unsigned char *w0 = (const unsigned char *)W + (size_t)n0 * rb, *w1 = w0 + rb;
-            __m512 a0[1][4], a1[1][4], m0[1], m1[1];
-            a0[0][0] = a0[0][1] = a0[0][2] = a0[0][3] = m0[0] = _mm512_setzero_ps();
-            a1[0][0] = a1[0][1] = a1[0][2] = a1[0][3] = m1[0] = _mm512_setzero_ps();
-            for (int64_t G = 0; G < nfull; G++) {
-                a8_group_q4_avx512(w0 + (size_t)G * gb, t, 4, NULL, k, xq, g, G, 1, 2, a0, m0);
-                a8_group_q4_avx512(w1 + (size_t)G * gb, t, 4, NULL, k, xq, g, G, 1, 2, a1, m1);
-            }
-            switch (tq) {
-#define A8_TWO_TAIL(nq)                                                                            \
-    case nq:                                                                                       \
-        a8_group_q4_avx512(w0 + (size_t)nfull * gb, t, nq, tmask, k, xq, g, nfull, 1, 2, a0, m0);  \
-        a8_group_q4_avx512(w1 + (size_t)nfull * gb, t, nq, tmask, k, xq, g, nfull, 1, 2, a1, m1);  \
-        break;
-                A8_TWO_TAIL(1)
-                A8_TWO_TAIL(2)
-                A8_TWO_TAIL(3)
-                A8_TWO_TAIL(4)
-#undef A8_TWO_TAIL
-            default:
-                break;
-            }
-            __m512 sa = _mm512_add_ps(_mm512_add_ps(a0[0][0], a0[0][1]), m0[0]);
-            __m512 sb = _mm512_add_ps(_mm512_add_ps(a1[0][0], a1[0][1]), m1[0]);
-            __m512 t2 = _mm512_add_ps(_mm512_shuffle_f32x4(sa, sb, _MM_SHUFFLE(1, 0, 1, 0)),
-                                      _mm512_shuffle_f32x4(sa, sb, _MM_SHUFFLE(3, 2, 3, 2)));
-            t2 = _mm512_add_ps(t2, _mm512_shuffle_f32x4(t2, t2, _MM_SHUFFLE(2, 3, 0, 1)));
-            __m128 h = _mm_hadd_ps(_mm512_castps512_ps128(t2), _mm512_extractf32x4_ps(t2, 2));
-            h = _mm_hadd_ps(h, h);
-            ym[n0] = _mm_cvtss_f32(h) + (bias_v ? bias_v[n0] : 0.0f);
-            ym[n0 + 1] = _mm_cvtss_f32(_mm_movehdup_ps(h)) + (bias_v ? bias_v[n0 + 1] : 0.0f);
-        }
-    }
     for (int64_t n = n0; n < n1; n++) {
         const unsigned char *wrow = (const unsigned char *)W + (size_t)n * rb;
         float *y = ym + n;
@@ -563,6 +525,7 @@ a8_rows_q4_avx512(const unsigned char *xq, const act8_geo *g, const void *W, con
         for (int m = 0; m < MB; m++) {
             acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = accm[m] = _mm512_setzero_ps();
         }
+        const int64_t nfull = g->nb / 16;
         for (int64_t G = 0; G < nfull; G++)
             a8_group_q4_avx512(wrow + (size_t)G * gb, t, 4, NULL, k, xq, g, G, MB, NA, acc, accm);
         const unsigned char *wt = wrow + (size_t)nfull * gb;
