@@ -48,12 +48,6 @@ static void test_link_parse(void) {
     IG_ASSERT_NEAR(ig_link_time(&m, IG_LINK_D2H, 2000000), 2e-3, 1e-12);
 }
 
-/* A throttled copy (4 MB at 0.1 GB/s + 100 us = 40.1 ms h2d, 20.1 ms d2h) moves every byte and
- * never returns before the modelled time: it waits for a deadline on the monotonic clock, so no
- * load can break that. When it returns after the deadline depends on the scheduler (a loaded
- * machine wakes it late, a few ms a time), so the upper bound is generous, judged on the best of
- * up to 5 attempts: within 3x the model, which a wait in the wrong unit, one that never ends or
- * one made several times over still fails. The precise figure: bench_overlap (link copy table). */
 /* The link's one clock, by hand (no timing: the issue and copy times are given): 2 GB/s + 5 us. */
 static void test_link_schedule(void) {
     ig_link_model m;
@@ -82,6 +76,12 @@ static void test_link_schedule(void) {
     IG_ASSERT_NEAR(free_at, before, 0);
 }
 
+/* A throttled copy (4 MB at 0.1 GB/s + 100 us = 40.1 ms h2d, 20.1 ms d2h) moves every byte and
+ * never returns before the modelled time: it waits for a deadline on the monotonic clock, so no
+ * load can break that. When it returns after the deadline depends on the scheduler (a loaded
+ * machine wakes it late, a few ms a time), so the upper bound is generous, judged on the best of
+ * up to 5 attempts: within 3x the model, which a wait in the wrong unit, one that never ends or
+ * one made several times over still fails. The precise figure: bench_overlap (link copy table). */
 static void test_link_copy_time(void) {
     ig_link_model m;
     ig_error err;
