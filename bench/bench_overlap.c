@@ -154,7 +154,7 @@ static int stream_runs(const char *model_path, ig_dtype dtype, int threads, int 
         return 2;
     }
     ig_model *m = NULL;
-    ig_model_load_opts lo = {dtype, 1, 0};
+    ig_model_load_opts lo = {dtype, 1, 0, IG_WMEM_AUTO};
     if (ig_model_load(model_path, &lo, &m, &err) != IG_OK) {
         fprintf(stderr, "bench_overlap: %s\n", err.msg);
         return 2;

@@ -1,9 +1,13 @@
-/* core/: status messages, dtype conversions (exhaustive f16 round trip, rounding), mapped files. */
+/* core/: status messages, dtype conversions (exhaustive f16 round trip, rounding), mapped files,
+ * the huge-page arena. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdint.h>
+
+#include "core/base/arena.h"
 #include "core/base/dtype.h"
 #include "core/base/mapfile.h"
 #include "core/base/status.h"
@@ -104,6 +108,44 @@ static void test_mapfile(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "/nonexistent/x.gguf"));
 }
 
+/* Buffers of the arena: 64-byte aligned, zeroed, disjoint (each filled with its own byte, all
+ * read back after every buffer was written), small ones sharing a chunk and large ones past the
+ * chunk size alike; used bytes are the rounded sizes; an impossible size fails with a message. */
+static void test_arena(void) {
+    ig_arena *a = NULL;
+    ig_error err;
+    ig_error_clear(&err);
+    CU_ASSERT_FATAL(ig_arena_create(&a, &err) == IG_OK);
+    enum { N = 40 };
+    size_t sizes[N];
+    unsigned char *bufs[N];
+    size_t expect_used = 0;
+    for (int i = 0; i < N; i++) {
+        /* 0 bytes, odd sizes, and every 9th one 20 MiB (over half a 32 MiB chunk) */
+        sizes[i] = i % 9 == 8 ? ((size_t)20 << 20) + 3 : (size_t)i * 4099 % 300001;
+        bufs[i] = ig_arena_alloc(a, sizes[i], &err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(bufs[i]);
+        CU_ASSERT_EQUAL((uintptr_t)bufs[i] % 64, 0);
+        int zero = 1;
+        for (size_t k = 0; k < sizes[i]; k++) zero &= bufs[i][k] == 0;
+        CU_ASSERT(zero);
+        memset(bufs[i], i + 1, sizes[i]);
+        expect_used += sizes[i] ? (sizes[i] + 63) / 64 * 64 : 64;
+    }
+    for (int i = 0; i < N; i++) {
+        int same = 1;
+        for (size_t k = 0; k < sizes[i]; k++) same &= bufs[i][k] == (unsigned char)(i + 1);
+        CU_ASSERT(same);
+    }
+    CU_ASSERT_EQUAL(ig_arena_used(a), expect_used);
+    CU_ASSERT(ig_arena_huge_bytes(a) % ((size_t)2 << 20) == 0); /* whole huge pages, if any */
+    CU_ASSERT_PTR_NULL(ig_arena_alloc(a, SIZE_MAX - 10, &err));
+    CU_ASSERT(strstr(err.msg, "out of memory") != NULL);
+    CU_ASSERT_EQUAL(ig_arena_used(a), expect_used);
+    ig_arena_free(a);
+    ig_arena_free(NULL);
+}
+
 void ig_test_register(void) {
     CU_pSuite s = CU_add_suite("core", NULL, NULL);
     CU_add_test(s, "error_set_and_prefix", test_error_set_and_prefix);
@@ -113,4 +155,5 @@ void ig_test_register(void) {
     CU_add_test(s, "bf16", test_bf16);
     CU_add_test(s, "convert_and_names", test_convert_and_names);
     CU_add_test(s, "mapfile", test_mapfile);
+    CU_add_test(s, "arena", test_arena);
 }

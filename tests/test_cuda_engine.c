@@ -256,7 +256,7 @@ static void all_policies(const char *name, const ig_model *m) {
 
 static void fixture(const char *name) {
     if (!need_gpu()) return;
-    ig_model_load_opts lo = {IG_DTYPE_F16, 1, 0};
+    ig_model_load_opts lo = {IG_DTYPE_F16, 1, 0, IG_WMEM_AUTO};
     ig_model *m = NULL;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_model_load(ig_test_fixture(name), &lo, &m, &err), IG_OK);
@@ -311,7 +311,7 @@ static void test_default_model(void) {
         ig_test_skip("the default model is not installed (tools/setup.sh)");
         return;
     }
-    ig_model_load_opts lo = {IG_DTYPE_F16, 1, 0};
+    ig_model_load_opts lo = {IG_DTYPE_F16, 1, 0, IG_WMEM_AUTO};
     ig_model *m = NULL;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_model_load(path, &lo, &m, &err), IG_OK);
@@ -330,7 +330,7 @@ static void test_tiny_llama_quantized(void) {
     if (!need_gpu()) return;
     const ig_dtype types[] = {IG_DTYPE_Q8G64, IG_DTYPE_Q4G64, IG_DTYPE_Q4_1};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        ig_model_load_opts lo = {types[i], 1, 0};
+        ig_model_load_opts lo = {types[i], 1, 0, IG_WMEM_AUTO};
         ig_model *m = NULL;
         ig_error err;
         CU_ASSERT_EQUAL_FATAL(ig_model_load(ig_test_fixture("tiny_llama"), &lo, &m, &err), IG_OK);

@@ -18,7 +18,7 @@
 static ig_model *g_llama;
 
 static int suite_init(void) {
-    ig_model_load_opts o = {IG_DTYPE_F32, 1, 0};
+    ig_model_load_opts o = {IG_DTYPE_F32, 1, 0, IG_WMEM_AUTO};
     ig_error err;
     if (ig_model_load(ig_test_fixture("tiny_llama"), &o, &g_llama, &err) != IG_OK) {
         fprintf(stderr, "%s\n", err.msg);

@@ -65,7 +65,7 @@ static int ref_open(const char *path, ref_data *r) {
 }
 
 static ig_model *load(const char *path, ig_dtype dtype) {
-    ig_model_load_opts o = {dtype, 1, 0};
+    ig_model_load_opts o = {dtype, 1, 0, IG_WMEM_AUTO};
     ig_model *m = NULL;
     ig_error err;
     if (ig_model_load(path, &o, &m, &err) != IG_OK) {
@@ -219,6 +219,59 @@ static void test_storage_dtypes(void) {
     check_model("tiny_opt", "tiny_opt/reference.safetensors", IG_DTYPE_F16, 0, TOL_F16_REL, 0);
 }
 
+/* --weights-mem: the same logits, bit for bit, whether the matrices the file stores in a usable
+ * type are read from the mapping or copied into the model's arena; map leaves them in the mapping,
+ * copy moves every one, auto copies a model this small. */
+static void one_forward(const ig_model *m, float *logits, int V) {
+    ig_engine *e = engine(m, 128);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    int32_t toks[7] = {1, 5, 9, 2, 7, 3, 11};
+    ig_seq_tokens sq = {0, toks, 7};
+    ig_error err;
+    CU_ASSERT_EQUAL(ig_engine_forward(e, &sq, 1, &err), IG_OK);
+    CU_ASSERT_EQUAL(ig_engine_n_rows(e), 7);
+    ig_engine_logits(e, 0, 7, logits);
+    (void)V;
+    ig_engine_free(e);
+}
+
+static void check_weights_mem(const char *fixture, ig_dtype dtype, int keep_stored) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", ig_test_fixture(fixture));
+    ig_model *m[3] = {NULL, NULL, NULL};
+    ig_weights_mem modes[3] = {IG_WMEM_MAP, IG_WMEM_COPY, IG_WMEM_AUTO};
+    float *lg[3] = {NULL, NULL, NULL};
+    int V = 0;
+    for (int i = 0; i < 3; i++) {
+        ig_model_load_opts o = {dtype, 1, keep_stored, modes[i]};
+        ig_error err;
+        CU_ASSERT_EQUAL_FATAL(ig_model_load(path, &o, &m[i], &err), IG_OK);
+        V = ig_model_get_config(m[i])->vocab;
+        lg[i] = malloc((size_t)7 * (size_t)V * sizeof(float));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(lg[i]);
+        one_forward(m[i], lg[i], V);
+    }
+    CU_ASSERT(ig_model_mapped_bytes(m[0]) > 0);
+    CU_ASSERT(!ig_model_copies_mapped(m[0]));
+    CU_ASSERT_EQUAL(ig_model_mapped_bytes(m[1]), 0);
+    CU_ASSERT(ig_model_copies_mapped(m[1]));
+    CU_ASSERT(ig_model_arena_bytes(m[1]) >=
+              ig_model_arena_bytes(m[0]) + ig_model_mapped_bytes(m[0]));
+    CU_ASSERT(ig_model_copies_mapped(m[2]));
+    CU_ASSERT(memcmp(lg[0], lg[1], (size_t)7 * (size_t)V * sizeof(float)) == 0);
+    CU_ASSERT(memcmp(lg[0], lg[2], (size_t)7 * (size_t)V * sizeof(float)) == 0);
+    for (int i = 0; i < 3; i++) {
+        free(lg[i]);
+        ig_model_free(m[i]);
+    }
+}
+
+static void test_weights_mem(void) {
+    check_weights_mem("tiny_llama", IG_DTYPE_F32, 0);      /* safetensors f32, used as f32 */
+    check_weights_mem("tiny_llama_f16", IG_DTYPE_F16, 0);  /* safetensors f16, used as f16 */
+    check_weights_mem("tiny_llama.gguf", IG_DTYPE_F32, 1); /* GGUF Q8_0 / F16 / F32 kept */
+}
+
 static void test_engine_rejects_bad_batches(void) {
     ig_model *m = load(ig_test_fixture("tiny_llama"), IG_DTYPE_F32);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
@@ -358,7 +411,7 @@ static const char *crafted_dir(const char *name, const char *from, const char *t
 }
 
 static void expect_load_error(const char *path, ig_status code, const char *s1, const char *s2) {
-    ig_model_load_opts o = {IG_DTYPE_F32, 1, 0};
+    ig_model_load_opts o = {IG_DTYPE_F32, 1, 0, IG_WMEM_AUTO};
     ig_model *m = NULL;
     ig_error err;
     ig_error_clear(&err);
@@ -447,6 +500,7 @@ void ig_test_register(void) {
     CU_add_test(s, "llama_f16_checkpoint", test_tiny_llama_f16_file);
     CU_add_test(s, "llama_gguf", test_tiny_llama_gguf);
     CU_add_test(s, "storage_dtypes", test_storage_dtypes);
+    CU_add_test(s, "weights_mem", test_weights_mem);
     CU_pSuite e = CU_add_suite("engine", NULL, NULL);
     CU_add_test(e, "rejects_bad_batches", test_engine_rejects_bad_batches);
     CU_add_test(e, "ppl_matches_reference_nll", test_ppl_matches_reference_nll);

@@ -223,7 +223,7 @@ static void test_model_shapes(void) {
     CU_ASSERT(params > 12.8e9 && params < 13.0e9); /* OPT-13B: 12.85e9 parameters */
     ig_plan_free(p);
     /* from a real model file: the shape equals the loaded config */
-    ig_model_load_opts lo = {IG_DTYPE_F16, 1, 0};
+    ig_model_load_opts lo = {IG_DTYPE_F16, 1, 0, IG_WMEM_AUTO};
     ig_model *mod = NULL;
     CU_ASSERT_EQUAL_FATAL(ig_model_load(ig_test_fixture("tiny_llama"), &lo, &mod, &err), IG_OK);
     ig_model_shape_from_model(mod, &s);

@@ -266,7 +266,7 @@ static int suite_init(void) {
         return 1;
     }
     for (int i = 0; i < 2; i++) {
-        ig_model_load_opts o = {IG_DTYPE_F32, 1, 0};
+        ig_model_load_opts o = {IG_DTYPE_F32, 1, 0, IG_WMEM_AUTO};
         ig_error err;
         if (ig_model_load(ig_test_fixture(g_fixtures[i]), &o, &g_models[i], &err) != IG_OK) {
             fprintf(stderr, "%s\n", err.msg);

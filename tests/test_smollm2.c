@@ -28,7 +28,7 @@ static int suite_init(void) {
         ig_test_skip("the default model is not installed (run tools/setup.sh)");
         return 0;
     }
-    ig_model_load_opts o = {IG_DTYPE_F32, 1, 0};
+    ig_model_load_opts o = {IG_DTYPE_F32, 1, 0, IG_WMEM_AUTO};
     ig_error err;
     if (ig_model_load(path, &o, &g_model, &err) != IG_OK) {
         fprintf(stderr, "%s\n", err.msg);

@@ -226,7 +226,7 @@ static int suite_init(void) {
         return 1;
     }
     for (int i = 0; i < 2; i++) {
-        ig_model_load_opts o = {IG_DTYPE_F32, 1, 0};
+        ig_model_load_opts o = {IG_DTYPE_F32, 1, 0, IG_WMEM_AUTO};
         ig_error err;
         if (ig_model_load(ig_test_fixture(g_fixtures[i]), &o, &g_models[i], &err) != IG_OK) {
             fprintf(stderr, "%s\n", err.msg);
@@ -376,7 +376,7 @@ static void test_stream_identical(void) {
  * (plus its f32 vectors), and the streamed run equals the same model run from memory bit for bit.
  */
 static void test_stream_compressed(void) {
-    ig_model_load_opts lo = {IG_DTYPE_Q4G64, 1, 0};
+    ig_model_load_opts lo = {IG_DTYPE_Q4G64, 1, 0, IG_WMEM_AUTO};
     ig_model *m = NULL;
     ig_error err;
     CU_ASSERT_EQUAL_FATAL(ig_model_load(ig_test_fixture("tiny_llama"), &lo, &m, &err), IG_OK);

@@ -1,5 +1,5 @@
-/* Read-only memory-mapped files: model weights are used in place, never copied when the dtype fits.
- */
+/* Read-only memory-mapped files: the model loaders read tensors from them (in place with
+ * --weights-mem map, else copied or converted into the model's arena). */
 #ifndef IG_MAPFILE_H
 #define IG_MAPFILE_H
 

@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include "core/base/arena.h"
 #include "core/base/log.h"
 #include "core/base/mapfile.h"
 #include "core/model/model_internal.h"
@@ -23,20 +27,74 @@ const char *ig_arch_name(ig_arch a) {
 }
 
 void *ig_model_alloc(ig_model *m, size_t bytes, ig_error *err) {
-    if (m->n_owned == m->cap_owned) {
-        size_t cap = m->cap_owned ? 2 * m->cap_owned : 64;
-        void **p = realloc(m->owned, cap * sizeof *p);
-        if (!p) {
-            ig_error_set(err, IG_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-        m->owned = p;
-        m->cap_owned = cap;
+    if (!m->arena && ig_arena_create(&m->arena, err) != IG_OK) return NULL;
+    return ig_arena_alloc(m->arena, bytes, err);
+}
+
+static int has_suffix(const char *s, const char *suf);
+
+int ig_weights_mem_from_name(const char *name) {
+    if (!strcmp(name, "auto")) return IG_WMEM_AUTO;
+    if (!strcmp(name, "map")) return IG_WMEM_MAP;
+    if (!strcmp(name, "copy")) return IG_WMEM_COPY;
+    return -1;
+}
+
+/* Bytes this process may still take: MemAvailable, capped by the cgroup v2 limit less its current
+ * use where one is set; 0 when unreadable. */
+static size_t memory_available(void) {
+    size_t avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) avail = (size_t)kb * 1024;
+        fclose(f);
     }
-    void *buf = ig_aligned_alloc(bytes, err);
-    if (!buf) return NULL;
-    m->owned[m->n_owned++] = buf;
-    return buf;
+    unsigned long long max = 0, cur = 0;
+    f = fopen("/sys/fs/cgroup/memory.max", "r");
+    int limited = f && fscanf(f, "%llu", &max) == 1; /* "max": no limit */
+    if (f) fclose(f);
+    f = fopen("/sys/fs/cgroup/memory.current", "r");
+    if (limited && f && fscanf(f, "%llu", &cur) == 1 && cur <= max && (size_t)(max - cur) < avail)
+        avail = (size_t)(max - cur);
+    if (f) fclose(f);
+    return avail;
+}
+
+/* The bytes of the files a load reads: a GGUF, or a directory's .safetensors files. */
+static size_t model_file_bytes(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    if (!S_ISDIR(st.st_mode)) {
+        /* a config.json or one shard named: the directory holds the model */
+        if (has_suffix(path, ".gguf")) return (size_t)st.st_size;
+        char *dir = strdup(path);
+        if (!dir) return 0;
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            strcpy(dir, ".");
+        size_t b = has_suffix(path, ".json") || has_suffix(path, ".safetensors")
+                       ? model_file_bytes(dir)
+                       : (size_t)st.st_size;
+        free(dir);
+        return b;
+    }
+    size_t total = 0;
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!has_suffix(e->d_name, ".safetensors")) continue;
+        char p[4096];
+        if (snprintf(p, sizeof p, "%s/%s", path, e->d_name) >= (int)sizeof p) continue;
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) total += (size_t)st.st_size;
+    }
+    closedir(d);
+    return total;
 }
 
 ig_status ig_model_config_validate(const ig_model_config *c, const char *src, ig_error *err) {
@@ -85,7 +143,7 @@ static int file_has_gguf_magic(const char *path) {
 ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_model **out,
                         ig_error *err) {
     *out = NULL;
-    ig_model_load_opts o = {IG_DTYPE_F32, 0, 0};
+    ig_model_load_opts o = {IG_DTYPE_F32, 0, 0, IG_WMEM_AUTO};
     if (opts) o = *opts;
     if (!ig_dtype_is_weight_storage(o.dtype))
         return ig_error_set(err, IG_ERR_INVALID_ARG,
@@ -103,6 +161,12 @@ ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_mod
     if (!m) return IG_ERR_NOMEM;
     m->dtype = o.dtype;
     m->keep_stored = o.keep_stored;
+    if (o.weights_mem == IG_WMEM_AUTO) {
+        size_t file = model_file_bytes(path), avail = memory_available();
+        m->copy_mapped = file > 0 && file <= avail / 2;
+    } else {
+        m->copy_mapped = o.weights_mem == IG_WMEM_COPY;
+    }
     m->path = strdup(path);
     m->cfg.bos = m->cfg.eos = -1;
 
@@ -139,11 +203,11 @@ ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_mod
     base = base && base[1] ? base + 1 : path;
     snprintf(m->name, sizeof m->name, "%s", base);
     if (!o.quiet) {
-        char desc[160];
-        IG_INFO("loaded %s (%s, %d layers, d_model %d, %d/%d heads, vocab %d, %s) in %.2f s", path,
-                ig_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.d_model, m->cfg.n_head,
+        char desc[160], mem[160];
+        IG_INFO("loaded %s (%s, %d layers, d_model %d, %d/%d heads, vocab %d, %s; %s) in %.2f s",
+                path, ig_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.d_model, m->cfg.n_head,
                 m->cfg.n_kv_head, m->cfg.vocab, ig_model_dtype_desc(m, desc, sizeof desc),
-                ig_time_s() - t0);
+                ig_model_weights_mem_desc(m, mem, sizeof mem), ig_time_s() - t0);
     }
     *out = m;
     return IG_OK;
@@ -151,8 +215,7 @@ ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_mod
 
 void ig_model_free(ig_model *m) {
     if (!m) return;
-    for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
-    free(m->owned);
+    ig_arena_free(m->arena);
     free(m->layers);
     ig_tokenizer_free(m->tok);
     if (m->st) ig_safetensors_close(m->st);
@@ -201,6 +264,33 @@ ig_dtype ig_model_dtype(const ig_model *m) {
 
 int ig_model_keeps_stored(const ig_model *m) {
     return m->keep_stored;
+}
+
+int ig_model_copies_mapped(const ig_model *m) {
+    return m->copy_mapped;
+}
+
+size_t ig_model_mapped_bytes(const ig_model *m) {
+    return m->mapped_bytes;
+}
+
+size_t ig_model_arena_bytes(const ig_model *m) {
+    return ig_arena_used(m->arena);
+}
+
+size_t ig_model_huge_bytes(const ig_model *m) {
+    return ig_arena_huge_bytes(m->arena);
+}
+
+const char *ig_model_weights_mem_desc(const ig_model *m, char *buf, size_t n) {
+    const double mib = 1024.0 * 1024.0;
+    double own = (double)ig_model_arena_bytes(m) / mib, huge = (double)ig_model_huge_bytes(m) / mib;
+    if (m->mapped_bytes > 0)
+        snprintf(buf, n, "mapped %.1f MiB, in memory %.1f MiB (%.1f MiB on huge pages)",
+                 (double)m->mapped_bytes / mib, own, huge);
+    else
+        snprintf(buf, n, "in memory %.1f MiB, %.1f MiB on huge pages", own, huge);
+    return buf;
 }
 
 static void count_type(const ig_weight *w, int counts[IG_DTYPE_COUNT]) {

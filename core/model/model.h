@@ -32,6 +32,15 @@ typedef struct ig_layer {
     const float *b_up, *b_down;
 } ig_layer;
 
+/* Where the matrices the file stores in a type igen computes with live (see keep_stored). */
+typedef enum ig_weights_mem {
+    /* copy when the model's files take at most half of the memory available to this process
+     * (MemAvailable, and the cgroup's limit where one is set), else map */
+    IG_WMEM_AUTO = 0,
+    IG_WMEM_MAP = 1,  /* read in place from the file mapping (page cache, 4 KiB pages) */
+    IG_WMEM_COPY = 2, /* copied at load into the model's huge-page arena (core/base/arena.h) */
+} ig_weights_mem;
+
 typedef struct ig_model_load_opts {
     /* storage dtype of matrices: f32 (default), f16, bf16, or a quantized weight format (q4g64,
      * q8g64: FlexGen's group-wise formats; q4_0, q4_1, q8_0: ggml's), made at load from whatever
@@ -42,7 +51,16 @@ typedef struct ig_model_load_opts {
      * (f32, f16, bf16; GGUF's Q4_0, Q4_1, Q8_0), read in place from the mapping where possible;
      * other types (K-quants, Q5_x, ...) are converted to `dtype`. */
     int keep_stored;
+    /* The matrices that need no conversion: mapped or copied (the converted ones are always in
+     * the model's arena). Copied weights are read from huge pages where the kernel grants them,
+     * which a decode step that streams every weight once feels
+     * (docs/results/compressed_weights.md); mapped ones cost no load time or memory beyond the page
+     * cache, for a model larger than memory whose weights a placement leaves on disk. */
+    ig_weights_mem weights_mem;
 } ig_model_load_opts;
+
+/* "auto", "map", "copy"; -1 for another name. */
+int ig_weights_mem_from_name(const char *name);
 
 /* path: a GGUF file, or a Hugging Face directory (or its config.json / a .safetensors in it). */
 ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_model **out,
@@ -66,6 +84,16 @@ const char *ig_model_path(const ig_model *m);
 const char *ig_model_name(const ig_model *m); /* a short display name */
 /* The storage type of the layer matrices (layer 0's W_q; with keep_stored the file's type). */
 ig_dtype ig_model_dtype(const ig_model *m);
+/* How the model's matrices are held, in words, e.g. "copied, 94.3 MiB, 94.0 MiB on huge pages" or
+ * "mapped 80.1 MiB, copied 14.2 MiB (0.0 MiB on huge pages)"; written into buf, returned. */
+const char *ig_model_weights_mem_desc(const ig_model *m, char *buf, size_t n);
+/* Bytes of the model's matrices read in place from a file mapping; of its matrices and vectors in
+ * its arena; of the arena's mappings on huge pages now. */
+size_t ig_model_mapped_bytes(const ig_model *m);
+size_t ig_model_arena_bytes(const ig_model *m);
+size_t ig_model_huge_bytes(const ig_model *m);
+/* 1 if the load copied the matrices it could have mapped (IG_WMEM_COPY, or AUTO that chose it). */
+int ig_model_copies_mapped(const ig_model *m);
 /* 1 if the model was loaded with keep_stored. */
 int ig_model_keeps_stored(const ig_model *m);
 /* The matrices' storage types in words: "f32", or with keep_stored e.g. "stored: q4_1 x 210, q8_0

@@ -126,15 +126,16 @@ static ig_status load_matrix(gguf_loader *L, const char *name, int64_t rows, int
         !permute_heads && ((t->type == IG_GGML_F32 && w->dtype == IG_DTYPE_F32) ||
                            (t->type == IG_GGML_F16 && w->dtype == IG_DTYPE_F16) ||
                            (t->type == IG_GGML_BF16 && w->dtype == IG_DTYPE_BF16) || stored >= 0);
-    if (in_place) {
+    if (in_place && !m->copy_mapped) {
         w->data = t->data;
+        m->mapped_bytes += ig_dtype_row_bytes(w->dtype, cols) * (size_t)rows;
         return IG_OK;
     }
     size_t row_bytes = ig_dtype_row_bytes(w->dtype, cols);
     void *buf = ig_model_alloc(m, row_bytes * (size_t)rows, err);
     if (!buf) return IG_ERR_NOMEM;
-    if (stored >= 0)
-        memcpy(buf, t->data, row_bytes * (size_t)rows); /* rows to be un-permuted below */
+    if (stored >= 0 || in_place) /* the bytes as stored (rows un-permuted below) */
+        memcpy(buf, t->data, row_bytes * (size_t)rows);
     else
         IG_TRY(ig_gguf_tensor_read(m->gguf, t, w->dtype, buf, err));
     if (permute_heads) {

@@ -226,8 +226,9 @@ static ig_status hf_matrix(hf_loader *L, const char *name, int64_t rows, int64_t
     w->rows = rows;
     w->cols = cols;
     w->dtype = L->m->keep_stored ? t->dtype : L->m->dtype;
-    if (t->dtype == w->dtype) {
+    if (t->dtype == w->dtype && !L->m->copy_mapped) {
         w->data = t->data; /* used in place, from the mapping */
+        L->m->mapped_bytes += (size_t)(rows * cols) * ig_dtype_size(w->dtype);
         return IG_OK;
     }
     size_t n = (size_t)(rows * cols);

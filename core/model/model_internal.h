@@ -19,8 +19,9 @@ struct ig_model {
     ig_tokenizer *tok;
     ig_safetensors *st;
     ig_gguf *gguf;
-    void **owned; /* buffers converted at load time */
-    size_t n_owned, cap_owned;
+    struct ig_arena *arena; /* buffers converted or copied at load time (created on first use) */
+    int copy_mapped;        /* copy the matrices the loaders could use in place */
+    size_t mapped_bytes;    /* bytes of matrices used in place from a file mapping */
 };
 
 /* Allocates a buffer owned (and freed) by the model. */

@@ -13,6 +13,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/base/arena.h"
 #include "core/base/log.h"
 #include "core/base/status.h"
 #include "core/base/dtype.h"
@@ -81,12 +82,26 @@ static void share(size_t n, int t, int nt, size_t *i0, size_t *i1) {
 static volatile float g_sink;
 
 double ig_cpu_measure_bandwidth_gbps(size_t bytes, int threads, int reps) {
+    return ig_cpu_measure_bandwidth_pages_gbps(bytes, threads, reps, 0);
+}
+
+double ig_cpu_measure_bandwidth_pages_gbps(size_t bytes, int threads, int reps, int huge) {
     if (threads <= 0) threads = ig_cpu_get_threads();
     if (reps < 1) reps = 1;
     size_t n = bytes / sizeof(float) / 64 * 64;
     if (n == 0) return 0.0;
-    float *buf = ig_aligned_alloc(n * sizeof(float), NULL);
-    if (!buf) return 0.0;
+    ig_arena *arena = NULL;
+    float *buf = NULL;
+    if (huge) {
+        if (ig_arena_create(&arena, NULL) != IG_OK) return 0.0;
+        buf = ig_arena_alloc(arena, n * sizeof(float), NULL);
+    } else {
+        buf = ig_aligned_alloc(n * sizeof(float), NULL);
+    }
+    if (!buf) {
+        ig_arena_free(arena);
+        return 0.0;
+    }
     read_sum_fn fn = pick_read_sum();
 #pragma omp parallel num_threads(threads)
     {
@@ -109,7 +124,10 @@ double ig_cpu_measure_bandwidth_gbps(size_t bytes, int threads, int reps) {
         double gbps = (double)(n * sizeof(float)) / dt * 1e-9;
         if (r >= 0 && gbps > best) best = gbps;
     }
-    free(buf);
+    if (arena)
+        ig_arena_free(arena);
+    else
+        free(buf);
     return best;
 }
 

@@ -8,10 +8,14 @@
 #include <stdint.h>
 
 /* Read bandwidth in GB/s (1e9 bytes/s): `threads` threads (<= 0: ig_cpu_get_threads()) each sum
- * their share of a `bytes` buffer with the widest SIMD level in use; best of `reps` passes after
- * one warm-up pass. Use bytes >> last-level cache (e.g. 1 GiB) for DRAM bandwidth: this is the
- * roofline for streaming weights. Returns 0 if the buffer cannot be allocated. */
+ * their share of a `bytes` buffer (heap memory: 4 KiB pages) with the widest SIMD level in use;
+ * best of `reps` passes after one warm-up pass. Use bytes >> last-level cache (e.g. 1 GiB) for DRAM
+ * bandwidth: this is the roofline for streaming weights. Returns 0 if the buffer cannot be
+ * allocated. */
 double ig_cpu_measure_bandwidth_gbps(size_t bytes, int threads, int reps);
+/* The same over a buffer on 4 KiB pages (huge 0, as above) or in a huge-page arena (huge 1:
+ * core/base/arena.h, where the model's weights live), the pages the kernel grants. */
+double ig_cpu_measure_bandwidth_pages_gbps(size_t bytes, int threads, int reps, int huge);
 /* Copy bandwidth (memcpy of bytes/2 into another bytes/2), counted as bytes read + bytes written
  * per second, as STREAM does (write-allocate traffic not counted). Returns 0 on allocation failure.
  */

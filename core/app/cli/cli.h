@@ -28,6 +28,7 @@ typedef struct ig_cli_common {
     int quiet;
     const char *backend; /* auto, cpu, cuda */
     int act8;            /* --act-quant q8 (ig_cpu_set_act8) */
+    int weights_mem;     /* --weights-mem: an ig_weights_mem */
 } ig_cli_common;
 
 /* Options every model command accepts; `longopts` entries with these ids are handled by
@@ -41,6 +42,7 @@ enum {
     IG_OPT_BACKEND,
     IG_OPT_CUDA_GEMM,
     IG_OPT_ACT_QUANT,
+    IG_OPT_WEIGHTS_MEM,
     IG_OPT_FIRST_FREE = 1100,
 };
 #define IG_CLI_COMMON_LONGOPTS                                                                     \
@@ -50,8 +52,9 @@ enum {
         {"verbose", no_argument, NULL, IG_OPT_VERBOSE},                                            \
         {"quiet", no_argument, NULL, IG_OPT_QUIET},                                                \
         {"backend", required_argument, NULL, IG_OPT_BACKEND},                                      \
-        {"cuda-gemm", required_argument, NULL, IG_OPT_CUDA_GEMM}, {                                \
-        "act-quant", required_argument, NULL, IG_OPT_ACT_QUANT                                     \
+        {"cuda-gemm", required_argument, NULL, IG_OPT_CUDA_GEMM},                                  \
+        {"act-quant", required_argument, NULL, IG_OPT_ACT_QUANT}, {                                \
+        "weights-mem", required_argument, NULL, IG_OPT_WEIGHTS_MEM                                 \
     }
 
 #define IG_CLI_COMMON_HELP                                                                         \
@@ -66,6 +69,10 @@ enum {
     "  --act-quant A     none (default) or q8: q4_0, q4_1 and q8_0 weights multiply int8\n"        \
     "                    activations (per block of 32) in decode steps, llama.cpp's arithmetic:\n" \
     "                    faster, not the exact result (CPU backend only)\n"                        \
+    "  --weights-mem M   matrices that need no conversion at load: copy (into huge-page memory;\n" \
+    "                    faster decode), map (read in place from the file: no load time, no\n"     \
+    "                    memory beyond the page cache) or auto (default: copy when the model's\n"  \
+    "                    files take at most half of the available memory)\n"                       \
     "  --backend B       auto (default, or $IGEN_BACKEND), cpu or cuda; without a usable GPU\n"    \
     "                    igen says so and uses the CPU\n"                                          \
     "  --cuda-gemm T     CUDA weights and GEMMs in f16 (default; bf16 models: bf16) or\n"          \

@@ -93,6 +93,15 @@ int ig_cli_common_opt(ig_cli_common *c, int opt, const char *arg) {
         c->act8 = !strcmp(arg, "q8");
         ig_cpu_set_act8(c->act8);
         return 1;
+    case IG_OPT_WEIGHTS_MEM: {
+        int w = ig_weights_mem_from_name(arg);
+        if (w < 0) {
+            fprintf(stderr, "igen: --weights-mem: '%s' is not one of auto, map, copy\n", arg);
+            return -1;
+        }
+        c->weights_mem = w;
+        return 1;
+    }
     case IG_OPT_VERBOSE:
         c->verbose = 1;
         ig_log_set_level(IG_LOG_INFO);
@@ -172,7 +181,7 @@ ig_model *ig_cli_load_model(const ig_cli_common *c) {
                         "backend computes with f32 activations (use --backend cpu)\n");
         return NULL;
     }
-    ig_model_load_opts o = {c->dtype, c->quiet, c->keep_stored};
+    ig_model_load_opts o = {c->dtype, c->quiet, c->keep_stored, (ig_weights_mem)c->weights_mem};
     ig_model *m = NULL;
     if (!strncmp(path, "dummy:", 6)) { /* dummy:SHAPE: random weights of a configs/models shape */
         ig_model_shape shape;

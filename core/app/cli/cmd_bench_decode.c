@@ -184,6 +184,14 @@ int ig_cmd_bench_decode(int argc, char **argv) {
     json_object_object_add(o, "dtype", json_object_new_string(ig_dtype_name(ig_model_dtype(m))));
     json_object_object_add(o, "threads", json_object_new_int(ig_cpu_get_threads()));
     json_object_object_add(o, "act_quant", json_object_new_string(com.act8 ? "q8" : "none"));
+    json_object_object_add(o, "weights_mem",
+                           json_object_new_string(ig_model_copies_mapped(m) ? "copy" : "map"));
+    json_object_object_add(o, "weight_mapped_bytes",
+                           json_object_new_int64((int64_t)ig_model_mapped_bytes(m)));
+    json_object_object_add(o, "weight_arena_bytes",
+                           json_object_new_int64((int64_t)ig_model_arena_bytes(m)));
+    json_object_object_add(o, "weight_huge_bytes",
+                           json_object_new_int64((int64_t)ig_model_huge_bytes(m)));
     json_object_object_add(o, "batch", json_object_new_int((int)batch));
     json_object_object_add(o, "prompt_len", json_object_new_int((int)plen));
     json_object_object_add(o, "gen_len", json_object_new_int((int)glen));
@@ -219,6 +227,8 @@ int ig_cmd_bench_decode(int argc, char **argv) {
         printf("bench-decode: %s, policy %s, batch %ld, prompt %ld, gen %ld, %d threads%s\n",
                ig_model_name(m), pol.ops ? pol.ops->name : "none", batch, plen, glen,
                ig_cpu_get_threads(), com.act8 ? ", int8 activations (--act-quant q8)" : "");
+        char mem[160];
+        printf("  weights: %s\n", ig_model_weights_mem_desc(m, mem, sizeof mem));
         printf("  prefill %.2f s; decode %.2f s = %.2f tokens/s\n", prefill_s, decode_s, tps);
         printf("  time: linear %.2f s, attention+KV %.2f s, lm_head %.2f s, other %.2f s\n",
                es.linear_s, es.attention_s, es.logits_s, es.other_s);

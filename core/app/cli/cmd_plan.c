@@ -434,7 +434,8 @@ int ig_cmd_plan(int argc, char **argv) {
             return IG_EXIT_ERROR;
         }
     } else {
-        ig_model_load_opts lo = {wdt == IG_PLAN_F32 ? IG_DTYPE_F32 : IG_DTYPE_F16, 1, 0};
+        ig_model_load_opts lo = {wdt == IG_PLAN_F32 ? IG_DTYPE_F32 : IG_DTYPE_F16, 1, 0,
+                                 IG_WMEM_AUTO};
         ig_model *m = NULL;
         if (ig_model_load(model_path, &lo, &m, &err) != IG_OK) {
             ig_cli_error("plan", &err);

@@ -369,6 +369,8 @@ static ig_status sess_setup(const ig_exp_point *pt, ig_model *m, int max_ctx, ig
     if (st != IG_OK) goto fail;
     s->backend = eo.backend;
     json_object_object_add(s->fixed, "act_quant", json_object_new_string(pt->act8 ? "q8" : "none"));
+    json_object_object_add(s->fixed, "weights_mem",
+                           json_object_new_string(ig_model_copies_mapped(m) ? "copy" : "map"));
     st = ig_cli_offload_setup_err("run", &s->off, m, B, P, max_ctx - P, &s->pol, &eo, err);
     if (st != IG_OK) {
         if (!err->msg[0]) ig_error_set(err, st, "bad placement (see the message above)");
