@@ -877,6 +877,56 @@ static void test_act_quant(void) {
     free(r);
 }
 
+/* model.weights_mem sweeps where the matrices live: each repeat's record says which the load
+ * did, and the perplexity is the same to the bit (the same bytes, mapped or copied). */
+static void test_weights_mem(void) {
+    ig_test_run *r = malloc(sizeof *r);
+    char body[8192], args[8192];
+    snprintf(body, sizeof body,
+             "model: {path: %s, weights_mem: [map, copy]}\n"
+             "workload: {batch: 1, prompt_len: 8, gen_len: 2, text: %s,\n"
+             "           ppl: {ctx: 32, windows: 2, prefill: 4}}\n"
+             "metrics: [throughput, ppl]\n"
+             "measure: {repeat: 1}\n",
+             ig_test_fixture("tiny_llama"), g_text);
+    const char *exp = write_exp("wmem", "wmem", body);
+    snprintf(args, sizeof args, "run '%s' --no-plot", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_EQUAL(r->status, 0);
+    if (r->status) fprintf(stderr, "\n%s\n%s\n", r->out, r->err);
+    recs rs;
+    load_recs("wmem", &rs);
+    CU_ASSERT_EQUAL_FATAL(rs.n_ok, 2);
+    double ppl[2] = {0, 0};
+    int seen[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        json_object *c, *mo, *v, *m, *reps;
+        CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[i], "config", &c) &&
+                        json_object_object_get_ex(c, "model", &mo) &&
+                        json_object_object_get_ex(mo, "weights_mem", &v));
+        int copy = !strcmp(json_object_get_string(v), "copy");
+        seen[copy] = 1;
+        CU_ASSERT_FATAL(json_object_object_get_ex(rs.r[i], "metrics", &m) &&
+                        json_object_object_get_ex(m, "repeats", &reps));
+        json_object *one = json_object_array_get_idx(reps, 0);
+        CU_ASSERT(json_object_object_get_ex(one, "weights_mem", &v) &&
+                  !strcmp(json_object_get_string(v), copy ? "copy" : "map"));
+        ppl[copy] = metric(rs.r[i], "ppl");
+    }
+    CU_ASSERT(seen[0] && seen[1]);
+    CU_ASSERT(ppl[0] > 1 && ppl[0] == ppl[1]);
+    free_recs(&rs);
+    /* a name that is not one of them: refused, naming the key */
+    snprintf(body, sizeof body, "model: {path: %s, weights_mem: huge}\nmetrics: [throughput]\n",
+             ig_test_fixture("tiny_llama"));
+    exp = write_exp("wmembad", "wmembad", body);
+    snprintf(args, sizeof args, "run '%s' --no-plot", exp);
+    ig_test_igen(r, NULL, args);
+    CU_ASSERT_NOT_EQUAL(r->status, 0);
+    CU_ASSERT(strstr(r->err, "weights_mem") != NULL);
+    free(r);
+}
+
 /* mode: [measured, modeled] is an axis: every point both ways, the modeled series dashed in the
  * measured one's colour. */
 static void test_mode_axis(void) {
@@ -936,4 +986,5 @@ void ig_test_register(void) {
     CU_add_test(s, "prefill_once", test_prefill_once);
     CU_add_test(s, "mode_axis", test_mode_axis);
     CU_add_test(s, "act_quant", test_act_quant);
+    CU_add_test(s, "weights_mem", test_weights_mem);
 }

@@ -30,6 +30,7 @@ static struct {
     char path[4096];
     ig_dtype dtype;
     int keep_stored;
+    int weights_mem;
     int32_t *ids;
     size_t n_ids;
     char text[4096];
@@ -70,8 +71,10 @@ static ig_status act8_set(const ig_exp_point *pt, ig_backend_kind be, ig_error *
 static ig_model *model_get(const ig_exp_point *pt, ig_error *err) {
     int keep = 0;
     ig_dtype dt = point_dtype(pt, &keep);
+    int wmem = pt->weights_mem ? ig_weights_mem_from_name(pt->weights_mem) : IG_WMEM_AUTO;
+    if (wmem < 0) wmem = IG_WMEM_AUTO; /* the config check allows only the names */
     if (g_cache.model && !strcmp(g_cache.path, pt->model_path) && g_cache.dtype == dt &&
-        g_cache.keep_stored == keep)
+        g_cache.keep_stored == keep && g_cache.weights_mem == wmem)
         return g_cache.model;
     model_cache_free();
     ig_cli_common com;
@@ -79,6 +82,7 @@ static ig_model *model_get(const ig_exp_point *pt, ig_error *err) {
     com.model_path = strcmp(pt->model_path, "default") ? pt->model_path : NULL;
     com.dtype = dt;
     com.keep_stored = keep;
+    com.weights_mem = wmem;
     com.quiet = 1;
     ig_model *m = ig_cli_load_model(&com); /* prints its error */
     if (!m) {
@@ -90,6 +94,7 @@ static ig_model *model_get(const ig_exp_point *pt, ig_error *err) {
     snprintf(g_cache.path, sizeof g_cache.path, "%s", pt->model_path);
     g_cache.dtype = dt;
     g_cache.keep_stored = keep;
+    g_cache.weights_mem = wmem;
     return m;
 }
 

@@ -432,6 +432,7 @@ ig_status ig_exp_point_get(const ig_exp *e, int i, ig_exp_point *out) {
     out->dtype = jstr(c, "model", "dtype", NULL);
     const char *aq = jstr(c, "model", "act_quant", NULL);
     out->act8 = aq && !strcmp(aq, "q8");
+    out->weights_mem = jstr(c, "model", "weights_mem", NULL);
     out->hardware_path = resolved(e, ch, "hardware", NULL);
     out->threads = jint(c, "threads", NULL, NULL);
     out->backend = jstr(c, "backend", NULL, NULL);

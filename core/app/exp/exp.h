@@ -40,6 +40,7 @@ typedef struct ig_exp_point {
     const char *shape_path;    /* configs/models/NAME.yaml resolved, or NULL */
     const char *dtype;         /* model.dtype: "f32" | "f16" | ... | "stored" */
     int act8;                  /* model.act_quant: q8 (ig_cpu_set_act8) */
+    const char *weights_mem;   /* model.weights_mem: auto (NULL), map, copy */
     const char *hardware_path; /* configs/hardware/NAME.yaml resolved, or NULL */
     int threads;               /* 0 = all cores */
     const char *backend;       /* "cpu" (default) | "cuda" | "auto" (no GPU: the CPU, one line) */

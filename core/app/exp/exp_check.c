@@ -19,6 +19,7 @@
 
 static const char *const k_modes[] = {"measured", "modeled", NULL};
 static const char *const k_act_quant[] = {"none", "q8", NULL};
+static const char *const k_weights_mem[] = {"auto", "map", "copy", NULL};
 static const char *const k_dtypes[] = {"f32",  "f16",  "bf16", "q4g64",  "q8g64",
                                        "q4_0", "q4_1", "q8_0", "stored", NULL};
 static const char *const k_backends[] = {"cpu", "cuda", "auto", NULL};
@@ -69,6 +70,7 @@ static const exp_field k_model[] = {
     {"shape", F_STR, NULL, 0, 0, 0, CK_SHAPE, NULL, NULL},
     {"dtype", F_ENUM, "f32", 0, 0, 0, CK_NONE, k_dtypes, NULL},
     {"act_quant", F_ENUM, NULL, 0, 0, FL_OMIT, CK_NONE, k_act_quant, NULL},
+    {"weights_mem", F_ENUM, NULL, 0, 0, FL_OMIT, CK_NONE, k_weights_mem, NULL},
     {NULL, 0, NULL, 0, 0, 0, CK_NONE, NULL, NULL},
 };
 static const exp_field k_measure[] = {
