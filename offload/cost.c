@@ -57,9 +57,12 @@ void ig_cost_kernel_rates_desc(const ig_hwprof *p, const ig_model_config *model,
         snprintf(buf, n,
                  "measured at shape %s (heads,KV heads,dims): attention %.3g GB/s (f32 rows), "
                  "%.3g GB/s (4-bit rows), %.3g GB/s (scattered f32 rows), %.3g GB/s (dense "
-                 "kernel, contiguous f32 rows; 0: not measured), selection %.3g GB/s",
+                 "kernel, contiguous f32 rows; 0: not measured), %.3g GB/s (f32 rows with "
+                 "probabilities summed per row, a scoring policy's; 0: not measured), selection "
+                 "%.3g GB/s",
                  p->device.kernel_shape, p->device.attn_gbps, p->device.attn_int4_gbps,
-                 p->device.attn_sparse_gbps, p->device.attn_dense_gbps, p->device.select_gbps);
+                 p->device.attn_sparse_gbps, p->device.attn_dense_gbps, p->device.attn_probs_gbps,
+                 p->device.select_gbps);
     else if (p->device.attn_gbps > 0 || p->device.attn_int4_gbps > 0 ||
              p->device.attn_sparse_gbps > 0 || p->device.select_gbps > 0)
         snprintf(buf, n,
@@ -102,6 +105,7 @@ int ig_cost_hw_from_profile_for(const ig_hwprof *p, const ig_model_config *model
     hw->attn_enc_bw = p->device.attn_int4_gbps * 1e9;
     hw->attn_sparse_bw = p->device.attn_sparse_gbps * 1e9;
     hw->attn_dense_bw = p->device.attn_dense_gbps * 1e9;
+    hw->attn_probs_bw = p->device.attn_probs_gbps * 1e9;
     hw->select_bw = p->device.select_gbps * 1e9;
     return 1;
 }
@@ -126,6 +130,7 @@ static double div0(double a, double b) {
 static double attn_s(const ig_cost_traffic *tr, const ig_cost_hw *hw) {
     double t = div0(tr->attn_dev_bytes, hw->dev_bw);
     double rate = tr->attn_enc      ? hw->attn_enc_bw
+                  : tr->attn_probs  ? (hw->attn_probs_bw > 0 ? hw->attn_probs_bw : hw->attn_bw)
                   : tr->attn_sparse ? (hw->attn_sparse_bw > 0 ? hw->attn_sparse_bw : hw->attn_bw)
                   : tr->attn_dense  ? (hw->attn_dense_bw > 0 ? hw->attn_dense_bw : hw->attn_bw)
                                     : hw->attn_bw;
@@ -257,6 +262,7 @@ void ig_cost_layer_traffic(const ig_plan *p, int layer, int decode, int ctx, ig_
                      !tr->attn_sparse && nk == 0 && o->dense_layers <= 0 && o->partial_ratio <= 0 &&
                      ig_cost_fetch_fraction(o, ctx) >= 1 - 1e-9;
     tr->attn_host_bytes = cc ? nh * fetch_rows * kvr : 0;
+    tr->attn_probs = o->attn_probs;
     if (io->partial_row_bytes && o->partial_ratio > 0 && layer >= o->dense_layers) {
         tr->spec_dev_bytes = B * ctx * (double)io->partial_row_bytes;
         /* igen's speculation projects the full query of the next layer (its W_q, d_model x

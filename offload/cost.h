@@ -24,6 +24,7 @@ typedef struct ig_cost_hw {
     double attn_enc_bw;    /* attention over group-wise codes decoded in the kernel, same unit */
     double attn_sparse_bw; /* attention over a scattered selection of f32 rows, same unit */
     double attn_dense_bw;  /* every f32 row of a contiguous table, the dense kernel; 0: attn_bw */
+    double attn_probs_bw;  /* f32 rows with the probabilities a scoring policy keeps; 0: attn_bw */
     double select_bw;      /* a speculating policy's selection, partial key bytes/s */
     /* measured rates of the model's own decode matmuls (hwprof gemm_tflops_layer, _logits, at
      * its matmul_shape); 0: not measured, gemm_flops_decode */
@@ -74,6 +75,7 @@ typedef struct ig_cost_traffic {
     int attn_enc;           /* those rows are group-wise codes decoded by the kernel */
     int attn_sparse;        /* a selection scattered among the kept rows (fetch < keep) */
     int attn_dense;         /* f32 rows, all kept, all read, in place: the dense kernel */
+    int attn_probs;         /* the policy scores rows by their attention (plan opts attn_probs) */
     double attn_host_bytes; /* decode attention on the CPU (cpu_cache_compute) */
     double spec_dev_bytes;  /* speculation: partial key cache bytes read on the device */
     double spec_flops;      /* speculation: partial query matmul */

@@ -56,6 +56,7 @@ static const ig_yfield device_fields[] = {
     F_NUM("attn_int4_gbps", ig_hwprof, device.attn_int4_gbps, 0, POS),
     F_NUM("attn_sparse_gbps", ig_hwprof, device.attn_sparse_gbps, 0, POS),
     F_NUM("attn_dense_gbps", ig_hwprof, device.attn_dense_gbps, 0, POS),
+    F_NUM("attn_probs_gbps", ig_hwprof, device.attn_probs_gbps, 0, POS),
     F_NUM("select_gbps", ig_hwprof, device.select_gbps, 0, POS),
     F_STR("kernel_shape", ig_hwprof, device.kernel_shape, 0),
     F_NUM("gemm_tflops_layer", ig_hwprof, device.gemm_tflops_layer, 0, POS),
@@ -233,6 +234,8 @@ ig_status ig_hwprof_save(const ig_hwprof *p, const char *path, const char *comme
     if (p->device.select_gbps > 0) put_num(f, "  ", "select_gbps", p->device.select_gbps);
     if (p->device.attn_dense_gbps > 0)
         put_num(f, "  ", "attn_dense_gbps", p->device.attn_dense_gbps);
+    if (p->device.attn_probs_gbps > 0)
+        put_num(f, "  ", "attn_probs_gbps", p->device.attn_probs_gbps);
     if (p->device.kernel_shape[0]) put_str(f, "  ", "kernel_shape", p->device.kernel_shape);
     if (p->device.gemm_tflops_layer > 0)
         put_num(f, "  ", "gemm_tflops_layer", p->device.gemm_tflops_layer);

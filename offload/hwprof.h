@@ -41,8 +41,12 @@ typedef struct ig_hwprof {
          * selection (one in five, as a speculating policy reads them); select_gbps: a speculating
          * policy's selection (partial scores, threshold counts, top entries), GB/s of partial keys;
          * attn_dense_gbps: every f32 row of a contiguous table through the dense kernel, as a
-         * dense policy whose rows never move reads them (0: at attn_gbps). */
+         * dense policy whose rows never move reads them (0: at attn_gbps); attn_probs_gbps: f32
+         * rows as attn_gbps, the kernel also writing each query head's probabilities and each
+         * added to its row's running sum, as a policy that scores rows by attention (H2O) runs
+         * it (0: at attn_gbps). */
         double attn_gbps, attn_int4_gbps, attn_sparse_gbps, select_gbps, attn_dense_gbps;
+        double attn_probs_gbps;
         char kernel_shape[IG_HWPROF_NAME_MAX];
         /* Optional rates of one model's decode matmuls, f32 weights, at that model's own shapes
          * (matmul_shape "d_model,q_dim,kv_dim,d_ffn,ffn_mats,vocab,n_layer,rows", free text): the

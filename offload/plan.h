@@ -85,6 +85,9 @@ typedef struct ig_plan_opts {
      * keep (keep L - N) / (L - N)); fetch_fraction (a cap) applies to each later layer, a fetch
      * profile (over all layers) to the model as a whole (ig_cost_layer_fetch_fraction). 0: none. */
     int dense_layers;
+    /* The policy scores rows by their attention (H2O): decode attention also writes per-row
+     * probabilities and the policy adds them up (priced at hwprof's attn_probs_gbps). */
+    int attn_probs;
     int cpu_cache_compute; /* attention over host-resident KV runs on the CPU (FlexGen's flag) */
     int overlap;           /* the cost model overlaps activities (default 1) */
     ig_numa_mode numa_mode;

@@ -354,6 +354,7 @@ static ig_status h2o_cost_terms(const ig_policy_params *p, const ig_model_config
     (void)cfg;
     (void)err;
     t->keep = t->fetch = ig_params_num(p, "heavy_ratio") + ig_params_num(p, "recent_ratio");
+    t->attn_probs = 1; /* its hook adds every decode probability to its row's score */
     return IG_OK;
 }
 

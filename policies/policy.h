@@ -170,6 +170,7 @@ typedef struct ig_policy_cost_terms {
     int fetch_is_cap;        /* 1: fetch is an upper bound that a measured fetch profile refines */
     char fetch_profile[512]; /* a file given by the user, or "" */
     int dense_layers; /* layers 0..N-1 read every kept row; fetch (a cap) is per later layer */
+    int attn_probs;   /* 1: decode attention writes per-row probabilities the policy sums (H2O) */
 } ig_policy_cost_terms;
 
 typedef struct ig_policy_ops {

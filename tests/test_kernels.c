@@ -1508,6 +1508,11 @@ static void test_measure(void) {
     CU_ASSERT(adn > 0.01 && adn < 1e5);
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 0, 4, 1), 0.0);
     CU_ASSERT(sel > 0.001 && sel < 1e5);
+    /* with the probabilities a scoring policy sums: a rate at the shapes the plain probe takes */
+    double apr = ig_cpu_measure_attention_probs_gbps(4, 2, 32, 4, 300, 3);
+    CU_ASSERT(apr > 0.01 && apr < 1e5);
+    CU_ASSERT_EQUAL(ig_cpu_measure_attention_probs_gbps(4, 3, 32, 4, 300, 1), 0.0);
+    CU_ASSERT_EQUAL(ig_cpu_measure_attention_probs_gbps(4, 2, 32, 0, 300, 1), 0.0);
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 3, 32, 4, 300, 1, 0, 1), 0.0); /* 4 % 3 */
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 1, 3, 1), 0.0); /* 3-bit */
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 96, 4, 300, 1, 4, 1), 0.0); /* 96 % 64 */

@@ -45,6 +45,7 @@ static int prof_equal(const ig_hwprof *a, const ig_hwprof *b) {
         a->device.attn_sparse_gbps == b->device.attn_sparse_gbps &&
         a->device.select_gbps == b->device.select_gbps &&
         a->device.attn_dense_gbps == b->device.attn_dense_gbps &&
+        a->device.attn_probs_gbps == b->device.attn_probs_gbps &&
         !strcmp(a->device.kernel_shape, b->device.kernel_shape) &&
         a->device.gemm_tflops_layer == b->device.gemm_tflops_layer &&
         a->device.gemm_tflops_logits == b->device.gemm_tflops_logits &&
@@ -94,6 +95,7 @@ static void test_profile_roundtrip(void) {
     c.device.attn_sparse_gbps = 2.5;
     c.device.select_gbps = 9.25;
     c.device.attn_dense_gbps = 31.0 / 3;
+    c.device.attn_probs_gbps = 41.0 / 7;
     snprintf(c.device.kernel_shape, sizeof c.device.kernel_shape, "9,3,64");
     c.device.gemm_tflops_layer = 0.078 / 7;
     c.device.gemm_tflops_logits = 1e-4;
@@ -587,6 +589,14 @@ static void test_cost_by_hand(void) {
     hk.attn_dense_bw = 8e9;
     ig_cost_times_of(&tr, 1, &hk, 1, &t);
     IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 8e9, 1e-12);
+    /* a scoring policy's rows (H2O): at the f32 rate until the kernel with probabilities is
+     * measured, then at its own */
+    tr = (ig_cost_traffic){.attn_dev_bytes = 1e9, .attn_dev_f32 = 1e9, .attn_probs = 1};
+    ig_cost_times_of(&tr, 1, &hk, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 5e9, 1e-12);
+    hk.attn_probs_bw = 3e9;
+    ig_cost_times_of(&tr, 1, &hk, 1, &t);
+    IG_ASSERT_NEAR(t.t[IG_COST_COMPUTE], 1e9 / 3e9, 1e-12);
     hk.attn_bw = 1e12; /* a kernel faster than memory: the bytes bound it */
     tr = (ig_cost_traffic){.attn_dev_bytes = 1e9, .attn_dev_f32 = 1e9};
     ig_cost_times_of(&tr, 1, &hk, 1, &t);
@@ -670,9 +680,11 @@ static void test_kernel_rates(void) {
     p.device.attn_sparse_gbps = 9;
     p.device.select_gbps = 5;
     p.device.attn_dense_gbps = 23;
+    p.device.attn_probs_gbps = 11;
     snprintf(p.device.kernel_shape, sizeof p.device.kernel_shape, "9,3,64");
     CU_ASSERT_EQUAL(ig_cost_hw_from_profile_for(&p, &c, &hw), 1);
     IG_ASSERT_NEAR(hw.attn_dense_bw, 23e9, 1e-3);
+    IG_ASSERT_NEAR(hw.attn_probs_bw, 11e9, 1e-3);
     IG_ASSERT_NEAR(hw.attn_bw, 17e9, 1e-3);
     IG_ASSERT_NEAR(hw.attn_enc_bw, 15e9, 1e-3);
     IG_ASSERT_NEAR(hw.attn_sparse_bw, 9e9, 1e-3);
@@ -737,6 +749,12 @@ static void test_kernel_rates(void) {
     ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
     CU_ASSERT_EQUAL(tr.attn_sparse, 0);
     CU_ASSERT_EQUAL(tr.attn_dense, 0); /* rows evicted: H2O reads its kept ones by index */
+    CU_ASSERT_EQUAL(tr.attn_probs, 0);
+    ig_plan_free(pl);
+    o.attn_probs = 1; /* and scores them by their attention */
+    CU_ASSERT_EQUAL_FATAL(ig_plan_create(&o, &m, &pl, &err), IG_OK);
+    ig_cost_layer_traffic(pl, 0, 1, 200, &tr);
+    CU_ASSERT_EQUAL(tr.attn_probs, 1);
     ig_plan_free(pl);
 }
 

@@ -519,6 +519,16 @@ static void test_versions_and_cost_terms(void) {
     CU_ASSERT(ct.fetch == 0.5 && ct.keep == 1);
     ig_policy_params_free(p);
 
+    /* a policy that takes the decode probabilities (an on_attention hook: it scores rows by them)
+     * tells the cost model so, and no other does */
+    const ig_policy_ops *const *all = ig_policy_list();
+    for (int i = 0; all[i]; i++) {
+        CU_ASSERT_EQUAL_FATAL(ig_policy_params_parse(all[i], NULL, 0, &p, &err), IG_OK);
+        CU_ASSERT_EQUAL(ig_policy_get_cost_terms(all[i], p, &cfg, &ct, &err), IG_OK);
+        CU_ASSERT_EQUAL(ct.attn_probs, all[i]->on_attention != NULL);
+        ig_policy_params_free(p);
+    }
+
     /* resolve: a hook newer than the table's version is cleared; the NULL lifetime hooks become
      * the trivial ones (dense init only without selection hooks, no-op fini, every token). */
     t = *ig_policy_find("full");

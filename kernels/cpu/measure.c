@@ -342,11 +342,11 @@ int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int 
     return rc;
 }
 
-double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs, int64_t rows,
-                                     int stride, int enc_bits, int reps) {
+static double measure_attention(int n_head, int n_kv_head, int hd, int seqs, int64_t rows,
+                                int stride, int enc_bits, int probs, int reps) {
     if (n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head || hd <= 0 || hd > 1024 ||
         n_kv_head > 64 || seqs <= 0 || rows <= 0 || stride < 0 || stride > rows ||
-        !(enc_bits == 0 || enc_bits == 4) || (stride == 0 && enc_bits))
+        !(enc_bits == 0 || enc_bits == 4) || (stride == 0 && enc_bits) || (stride == 0 && probs))
         return 0.0;
     if (reps < 1) reps = 1;
     if (reps > MEASURE_REPS_MAX) reps = MEASURE_REPS_MAX;
@@ -369,8 +369,14 @@ double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs
     size_t wsf = dense ? ig_cpu_attention_ws_floats(1, rows, n_head, hd, 0)
                        : ig_cpu_attention_gather_ws_floats(n_head, rows + 1);
     float *ws = ig_aligned_alloc(wsf * sizeof(float), NULL);
+    /* with probs: each query head's probabilities over the rows and the new token, and per-row
+     * sums of them over the KV head's query heads, kept across passes as a score would be */
+    size_t pstride = R + 1;
+    float *pr = probs ? ig_aligned_alloc(H * pstride * sizeof(float), NULL) : NULL;
+    float *psum = probs ? ig_aligned_alloc(S * G * R * sizeof(float), NULL) : NULL;
     double best = 0;
-    if (kv && idx && q && out && extra && row && ws) {
+    if (kv && idx && q && out && extra && row && ws && (!probs || (pr && psum))) {
+        if (psum) memset(psum, 0, S * G * R * sizeof(float));
         uint32_t st = 12345u;
         for (size_t i = 0; i < S * 2 * G * R; i++) { /* row by row: encoded rows need codes */
             for (size_t j = 0; j < hdz; j++) row[j] = lcg_unit(&st);
@@ -428,7 +434,13 @@ double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs
                     a.v_enc = ve;
                     a.enc_row_bytes = rb;
                 }
-                ig_cpu_attention_gather(&a, q + s * H * hdz, ws, wsf, NULL, 0, out);
+                ig_cpu_attention_gather(&a, q + s * H * hdz, ws, wsf, pr, (int64_t)pstride, out);
+                if (pr) /* the policy's bookkeeping: every probability added to its row's sum */
+                    for (size_t h = 0; h < H; h++) {
+                        float *sum = psum + (s * G + h / (H / G)) * R;
+                        const float *ph = pr + h * pstride;
+                        for (size_t j = 0; j < n_read; j++) sum[idx[j]] += ph[j];
+                    }
             }
             double dt = ig_time_s() - t0;
             if (r >= 0) {
@@ -447,7 +459,19 @@ double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs
     free(extra);
     free(row);
     free(ws);
+    free(pr);
+    free(psum);
     return best;
+}
+
+double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs, int64_t rows,
+                                     int stride, int enc_bits, int reps) {
+    return measure_attention(n_head, n_kv_head, hd, seqs, rows, stride, enc_bits, 0, reps);
+}
+
+double ig_cpu_measure_attention_probs_gbps(int n_head, int n_kv_head, int hd, int seqs,
+                                           int64_t rows, int reps) {
+    return measure_attention(n_head, n_kv_head, hd, seqs, rows, 1, 0, 1, reps);
 }
 
 double ig_cpu_measure_select_gbps(int n_head, int n_kv_head, int kc, int seqs, int64_t rows,

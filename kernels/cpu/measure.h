@@ -52,6 +52,12 @@ int ig_cpu_measure_step_matmuls(int M, const int *out, const int *in, const int 
  * typical rate a run sees. 0 on a bad shape or failed allocation. */
 double ig_cpu_measure_attention_gbps(int n_head, int n_kv_head, int hd, int seqs, int64_t rows,
                                      int stride, int enc_bits, int reps);
+/* The same at stride 1 over f32 rows, as a policy that scores rows by their attention (H2O) runs
+ * it: the kernel also writes each query head's probabilities (ig_cpu_attention_gather's probs),
+ * and each is then added to a per-row sum of its KV head (the policy's on_attention bookkeeping,
+ * done here by a plain loop). Same unit. */
+double ig_cpu_measure_attention_probs_gbps(int n_head, int n_kv_head, int hd, int seqs,
+                                           int64_t rows, int reps);
 /* A speculating policy's selection as the CPU backend runs InfiniGen's: per sequence and KV head,
  * the partial scores of the group's query heads over `rows` entries of kc f16 key columns
  * (ig_cpu_partial_scores), each query head's threshold count (ig_cpu_count_greater) and the top

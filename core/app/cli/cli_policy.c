@@ -238,6 +238,7 @@ static void cost_terms_apply(const ig_policy_cost_terms *t, ig_plan_opts *o) {
     o->fetch_fraction = t->fetch;
     o->partial_ratio = t->partial;
     o->dense_layers = t->dense_layers;
+    o->attn_probs = t->attn_probs;
 }
 
 ig_status ig_cli_policy_cost(const char *name, const char *const *settings, int n, ig_plan_opts *o,

@@ -321,7 +321,7 @@ int ig_cmd_profile_hw(int argc, char **argv) {
      * scattered probe allocates
      * five times what it reads, at most 1 GiB. The selection with InfiniGen's default 20% of the
      * columns, keeping 20% of the entries */
-    double a32 = 0, a4 = 0, asp = 0, sel = 0, adn = 0;
+    double a32 = 0, a4 = 0, asp = 0, sel = 0, adn = 0, apr = 0;
     int kc = 0, s32 = 0, s4 = 0, ssp = 0, ssel = 0;
     const int64_t arows = 1024, srows = 1024;
     double tgt = 0;
@@ -351,8 +351,11 @@ int ig_cmd_profile_hw(int argc, char **argv) {
          * whose f32 rows never move: no index lists, and the hardware prefetchers see one stream
          * per head (on an AMD EPYC VM 1.5x the gather kernel's rate, on a Xeon VM about equal) */
         adn = ig_cpu_measure_attention_gbps(kh, kkv, khd, s32, arows, 0, 0, kr);
+        /* as H2O runs it: the kernel writes every query head's probabilities, and each is added
+         * to its row's score */
+        apr = ig_cpu_measure_attention_probs_gbps(kh, kkv, khd, s32, arows, kr);
         sel = ig_cpu_measure_select_gbps(kh, kkv, kc, ssel, srows, 0.2, kr);
-        if (!(a32 > 0 && asp > 0 && sel > 0 && adn > 0)) {
+        if (!(a32 > 0 && asp > 0 && sel > 0 && adn > 0 && apr > 0)) {
             fprintf(stderr,
                     "igen profile-hw: a decode-kernel measurement failed (out of memory?)\n");
             free(p);
@@ -362,6 +365,7 @@ int ig_cmd_profile_hw(int argc, char **argv) {
         p->device.attn_int4_gbps = a4;
         p->device.attn_sparse_gbps = asp;
         p->device.attn_dense_gbps = adn;
+        p->device.attn_probs_gbps = apr;
         p->device.select_gbps = sel;
         snprintf(p->device.kernel_shape, sizeof p->device.kernel_shape, "%d,%d,%d", kh, kkv, khd);
     }
@@ -415,7 +419,9 @@ int ig_cmd_profile_hw(int argc, char **argv) {
                  "codes decoded in the kernel, in GB/s of f32-equivalent KV; attn_sparse_gbps: "
                  "the same over every fifth\n"
                  "row of %d sequences (f32); attn_dense_gbps: the %d f32 sequences through the "
-                 "dense\nkernel (ig_cpu_attention, contiguous rows, no index lists); select_gbps: "
+                 "dense\nkernel (ig_cpu_attention, contiguous rows, no index lists); "
+                 "attn_probs_gbps: as attn_gbps, the\nkernel also writing each query head's "
+                 "probabilities and each added to its row's sum (H2O's\nscoring); select_gbps: "
                  "InfiniGen's selection (partial\n"
                  "scores over %d f16 columns, threshold counts, top 20%%) over %d x %lld entries, "
                  "in GB/s of partial keys;\n"
