@@ -161,11 +161,19 @@ ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_mod
     if (!m) return IG_ERR_NOMEM;
     m->dtype = o.dtype;
     m->keep_stored = o.keep_stored;
+    size_t file = model_file_bytes(path), avail = memory_available();
     if (o.weights_mem == IG_WMEM_AUTO) {
-        size_t file = model_file_bytes(path), avail = memory_available();
         m->copy_mapped = file > 0 && file <= avail / 2;
     } else {
         m->copy_mapped = o.weights_mem == IG_WMEM_COPY;
+        if (m->copy_mapped && avail > 0 && file > avail) {
+            ig_model_free(m);
+            return ig_error_set(
+                err, IG_ERR_CAPACITY,
+                "%s: copying the weights (--weights-mem copy) needs up to %.1f GiB, "
+                "%.1f GiB of memory is available (use --weights-mem map or auto)",
+                path, (double)file / 1073741824.0, (double)avail / 1073741824.0);
+        }
     }
     m->path = strdup(path);
     m->cfg.bos = m->cfg.eos = -1;
