@@ -210,7 +210,7 @@ ig_status ig_model_load(const char *path, const ig_model_load_opts *opts, ig_mod
     const char *base = strrchr(path, '/');
     base = base && base[1] ? base + 1 : path;
     snprintf(m->name, sizeof m->name, "%s", base);
-    if (!o.quiet) {
+    if (!o.quiet && ig_log_get_level() >= IG_LOG_INFO) { /* the description reads smaps */
         char desc[160], mem[160];
         IG_INFO("loaded %s (%s, %d layers, d_model %d, %d/%d heads, vocab %d, %s; %s) in %.2f s",
                 path, ig_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.d_model, m->cfg.n_head,
@@ -294,10 +294,11 @@ const char *ig_model_weights_mem_desc(const ig_model *m, char *buf, size_t n) {
     const double mib = 1024.0 * 1024.0;
     double own = (double)ig_model_arena_bytes(m) / mib, huge = (double)ig_model_huge_bytes(m) / mib;
     if (m->mapped_bytes > 0)
-        snprintf(buf, n, "mapped %.1f MiB, in memory %.1f MiB (%.1f MiB on huge pages)",
+        snprintf(buf, n,
+                 "mapped %.1f MiB, in memory %.1f MiB (its mappings: %.1f MiB on huge pages)",
                  (double)m->mapped_bytes / mib, own, huge);
     else
-        snprintf(buf, n, "in memory %.1f MiB, %.1f MiB on huge pages", own, huge);
+        snprintf(buf, n, "in memory %.1f MiB (its mappings: %.1f MiB on huge pages)", own, huge);
     return buf;
 }
 

@@ -84,8 +84,10 @@ const char *ig_model_path(const ig_model *m);
 const char *ig_model_name(const ig_model *m); /* a short display name */
 /* The storage type of the layer matrices (layer 0's W_q; with keep_stored the file's type). */
 ig_dtype ig_model_dtype(const ig_model *m);
-/* How the model's matrices are held, in words, e.g. "copied, 94.3 MiB, 94.0 MiB on huge pages" or
- * "mapped 80.1 MiB, copied 14.2 MiB (0.0 MiB on huge pages)"; written into buf, returned. */
+/* How the model's matrices are held, in words, e.g. "in memory 92.0 MiB (its mappings: 94.0 MiB
+ * on huge pages)" or "mapped 84.1 MiB, in memory 7.9 MiB (its mappings: 8.0 MiB on huge pages)"
+ * (whole huge pages, so up to 2 MiB a mapping above what is used); reads /proc/self/smaps: not
+ * for a hot path. Written into buf, returned. */
 const char *ig_model_weights_mem_desc(const ig_model *m, char *buf, size_t n);
 /* Bytes of the model's matrices read in place from a file mapping; of its matrices and vectors in
  * its arena; of the arena's mappings on huge pages now. */
