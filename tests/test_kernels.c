@@ -1490,27 +1490,28 @@ static void test_measure(void) {
     double gf = ig_cpu_measure_sgemm_gflops(64, 64, 64, 2);
     printf("\n  (sanity only) read %.1f GB/s, copy %.1f GB/s, sgemm 64^3 %.1f GFLOP/s\n", bw, cp,
            gf);
-    CU_ASSERT(bw > 0.1 && bw < 1e5);
-    CU_ASSERT(cp > 0.1 && cp < 1e5);
-    CU_ASSERT(gf > 0.01 && gf < 1e6);
+    /* rates, not speeds: a busy machine may make any of them small, never zero or absurd */
+    CU_ASSERT(bw > 0 && bw < 1e5);
+    CU_ASSERT(cp > 0 && cp < 1e5);
+    CU_ASSERT(gf > 0 && gf < 1e6);
     /* the decode kernels at a small GQA shape; a shape they cannot run gives 0, never a rate */
     double a32 = ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 1, 0, 3);
     double a4 = ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 1, 4, 3);
     double sel = ig_cpu_measure_select_gbps(4, 2, 7, 4, 300, 0.2, 3);
-    CU_ASSERT(a32 > 0.01 && a32 < 1e5);
-    CU_ASSERT(a4 > 0.01 && a4 < 1e5);
+    CU_ASSERT(a32 > 0 && a32 < 1e5);
+    CU_ASSERT(a4 > 0 && a4 < 1e5);
     double asp = ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 5, 0, 3);
-    CU_ASSERT(asp > 0.01 && asp < 1e5);
+    CU_ASSERT(asp > 0 && asp < 1e5);
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 301, 0, 1), 0.0); /* stride */
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, -1, 0, 1), 0.0);
     /* stride 0: the dense kernel over contiguous f32 rows; not over codes */
     double adn = ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 0, 0, 3);
-    CU_ASSERT(adn > 0.01 && adn < 1e5);
+    CU_ASSERT(adn > 0 && adn < 1e5);
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 2, 32, 4, 300, 0, 4, 1), 0.0);
-    CU_ASSERT(sel > 0.001 && sel < 1e5);
+    CU_ASSERT(sel > 0 && sel < 1e5);
     /* with the probabilities a scoring policy sums: a rate at the shapes the plain probe takes */
     double apr = ig_cpu_measure_attention_probs_gbps(4, 2, 32, 4, 300, 3);
-    CU_ASSERT(apr > 0.01 && apr < 1e5);
+    CU_ASSERT(apr > 0 && apr < 1e5);
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_probs_gbps(4, 3, 32, 4, 300, 1), 0.0);
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_probs_gbps(4, 2, 32, 0, 300, 1), 0.0);
     CU_ASSERT_EQUAL(ig_cpu_measure_attention_gbps(4, 3, 32, 4, 300, 1, 0, 1), 0.0); /* 4 % 3 */
@@ -1528,7 +1529,7 @@ static void test_measure(void) {
     double took = ig_time_s() - t0;
     ig_cpu_measure_set_min_seconds(0);
     CU_ASSERT(took >= 0.05);
-    CU_ASSERT(slow > 0.01 && slow < 1e5);
+    CU_ASSERT(slow > 0 && slow < 1e5);
 }
 
 void ig_test_register(void) {
