@@ -729,6 +729,26 @@ IG_TARGET_AVX512 IG_INLINE __m512 ld16m_row(const char *row, int64_t i, ig_dtype
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* Software prefetch distance of the row kernels below (dot_rows / wsum_rows over contiguous KV
+ * rows, the dense decode attention), in bytes of rows ahead of the row being read: the hardware
+ * prefetchers alone left the attention short of the read bandwidth, as they did the GEMV
+ * (linear.c). Past the last row it names addresses that are never loaded, which a prefetch may:
+ * kept as an integer so that no pointer leaves the object. `igen bench-decode --policy full
+ * --batch 8 --prompt-len 512 --gen-len 64 --random` on the project's 2-core EPYC VM, alternating:
+ * with a throwaway switch, attention 10.1-10.4 ms a step without it, 7.3-8.2 with 2048 or 4096
+ * bytes (4 of 4 rounds each; decode 254-271 -> 270-289 tok/s); builds without and with it, in a
+ * faster window, 7.2-8.4 -> 6.6-7.5 ms (4 of 4; decode alike). Behind a 12 GB/s link (the
+ * quickstart's setting) the step waits on the link and decode is unchanged. Not in the gathered-row
+ * kernels (attention_gather.c): there the same prefetch helped rows read in order and slowed
+ * scattered ones (every fifth row of 1 GiB) by half in two rounds of three. */
+#define ROWS_PF_BYTES 4096
+
+/* Prefetches the lines of [p, p + n). */
+IG_TARGET_AVX512 IG_INLINE void pf_span(uintptr_t p, size_t n) {
+    for (size_t c = 0; c < n; c += 64) _mm_prefetch((const char *)(p + c), _MM_HINT_T0);
+    if (n) _mm_prefetch((const char *)(p + n - 1), _MM_HINT_T0);
+}
+
 /* Four rows at a time against up to four heads: each row vector is loaded (and widened) once for
  * every head; 16 sums in registers, reduced four at a time. */
 IG_TARGET_AVX512 IG_INLINE void dot_rows16_k(const float *const *q, const int nh, const char *rows,
@@ -737,11 +757,15 @@ IG_TARGET_AVX512 IG_INLINE void dot_rows16_k(const float *const *q, const int nh
     int64_t hv = hd & ~(int64_t)15;
     __mmask16 kt = tail_mask16(hd - hv);
     __m512 sv512 = _mm512_set1_ps(scale);
+    const size_t es = t == IG_DTYPE_F32 ? 4 : 2, bytes = (size_t)hd * es;
+    const size_t pd = rb ? (ROWS_PF_BYTES + rb - 1) / rb : 0; /* rows ahead */
     int64_t j = 0;
     for (; j + 4 <= n_rows; j += 4) {
         const char *r[4];
         IG_UNROLL(4)
         for (int i = 0; i < 4; i++) r[i] = rows + (size_t)(j + i) * rb;
+        if (pd)
+            for (int i = 0; i < 4; i++) pf_span((uintptr_t)r[i] + pd * rb, bytes);
         __m512 a[4][4];
         IG_UNROLL(4)
         for (int h = 0; h < nh; h++) {
@@ -802,6 +826,8 @@ IG_TARGET_AVX512 IG_INLINE void dot_rows16_k(const float *const *q, const int nh
 IG_TARGET_AVX512 IG_INLINE void wsum_rows16_k(const float *const *p, const int nh, const char *rows,
                                               const ig_dtype t, size_t rb, int64_t n_rows,
                                               int64_t hd, float *const *out) {
+    const size_t es = t == IG_DTYPE_F32 ? 4 : 2;
+    const size_t pd = rb ? (ROWS_PF_BYTES + rb - 1) / rb : 0; /* rows ahead */
     int64_t d = 0;
     for (; d + 64 <= hd; d += 64) {
         __m512 o[4][4], e[2][4];
@@ -819,6 +845,10 @@ IG_TARGET_AVX512 IG_INLINE void wsum_rows16_k(const float *const *p, const int n
         if (nh <= 2)
             for (; j + 2 <= n_rows; j += 2) {
                 const char *r = rows + (size_t)j * rb, *s = r + rb;
+                if (pd) {
+                    pf_span((uintptr_t)r + pd * rb + (size_t)d * es, 64 * es);
+                    pf_span((uintptr_t)s + pd * rb + (size_t)d * es, 64 * es);
+                }
                 __m512 x[4], y[4];
                 IG_UNROLL(4)
                 for (int c = 0; c < 4; c++) {
@@ -837,6 +867,7 @@ IG_TARGET_AVX512 IG_INLINE void wsum_rows16_k(const float *const *p, const int n
             }
         for (; j < n_rows; j++) {
             const char *r = rows + (size_t)j * rb;
+            if (pd) pf_span((uintptr_t)r + pd * rb + (size_t)d * es, 64 * es);
             __m512 x[4];
             IG_UNROLL(4)
             for (int c = 0; c < 4; c++) x[c] = ld16_row(r, d + 16 * c, t);
