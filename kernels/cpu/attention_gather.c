@@ -111,14 +111,8 @@ IG_TARGET_AVX512 IG_INLINE void load_row16(const ig_gather_attn *a, int g, int64
         for (int c = 0; c < nc; c++) {
             int i = (16 * c) % group;
             const unsigned char *blk = p + (size_t)(16 * c / group) * bb;
-            /* the group's header: f16 min and scale, widened by F16C (exact, as ig_f16_to_f32;
-             * that scalar routine, per row and group, cost int4's attention 19.6-21.9 ms a step
-             * against 12.4-17.1 now: bench-decode --policy int4 --batch 8 --prompt-len 1024
-             * behind a 12 GB/s link, alternating builds, 4 of 4) */
-            if (i == 0) {
-                int32_t hdr;
-                memcpy(&hdr, blk, 4);
-                __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(hdr));
+            if (i == 0) { /* the group's header: f16 min and scale */
+                __m128 f = load_header2(blk);
                 mn = _mm512_broadcastss_ps(f);
                 sc = _mm512_broadcastss_ps(_mm_movehdup_ps(f));
             }

@@ -317,12 +317,12 @@ IG_TARGET_AVX512 static void dequant_row_avx512(const uint8_t *in, int hd, int b
     int gv = group & ~15;
     for (int b = 0; b < hd / group; b++) {
         const uint8_t *blk = in + (size_t)b * bb;
-        kvq_group p = group_header(blk);
-        __m512 mn = _mm512_set1_ps(p.min), sc = _mm512_set1_ps(p.scale);
+        __m128 h = load_header2(blk);
+        __m512 mn = _mm512_broadcastss_ps(h), sc = _mm512_broadcastss_ps(_mm_movehdup_ps(h));
         float *yg = y + b * group;
         for (int i = 0; i < gv; i += 16)
             _mm512_storeu_ps(yg + i, _mm512_fmadd_ps(load_codes16(blk + 4, i, bits), sc, mn));
-        decode_tail(blk + 4, gv, group, bits, p, yg);
+        if (gv < group) decode_tail(blk + 4, gv, group, bits, group_header(blk), yg);
     }
 }
 

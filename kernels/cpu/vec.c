@@ -739,8 +739,10 @@ IG_TARGET_AVX512 IG_INLINE __m512 ld16m_row(const char *row, int64_t i, ig_dtype
  * bytes (4 of 4 rounds each; decode 254-271 -> 270-289 tok/s); builds without and with it, in a
  * faster window, 7.2-8.4 -> 6.6-7.5 ms (4 of 4; decode alike). Behind a 12 GB/s link (the
  * quickstart's setting) the step waits on the link and decode is unchanged. Not in the gathered-row
- * kernels (attention_gather.c): there the same prefetch helped rows read in order and slowed
- * scattered ones (every fifth row of 1 GiB) by half in two rounds of three. */
+ * kernels (attention_gather.c): there the same prefetch (a throwaway change, measured with the
+ * probes `igen profile-hw --kernel-shape 9,3,64` reports, ig_cpu_measure_attention_gbps) helped
+ * rows read in order and slowed scattered ones (every fifth row of 1 GiB) by half in two rounds of
+ * three. */
 #define ROWS_PF_BYTES 4096
 
 /* Prefetches the lines of [p, p + n). */
