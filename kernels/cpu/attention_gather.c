@@ -46,7 +46,7 @@ static void decode_row(const ig_gather_attn *a, const unsigned char *p, float *o
     if (a->enc == IG_ROWS_F16)
         ig_convert(IG_DTYPE_F32, out, IG_DTYPE_F16, p, (size_t)a->hd);
     else
-        ig_kvq_dequantize_rows(p, 1, a->hd, a->enc_bits, a->enc_group, out);
+        ig_kvq_dequantize_row(p, a->hd, a->enc_bits, a->enc_group, out);
 }
 
 /* Row j of K (is_v 0) or V as f32: f32 rows and the new tokens' rows where they are, encoded rows
@@ -234,6 +234,48 @@ static void head_task(const ig_vec_ops *v, const ig_gather_attn *a, const float 
     if (probs) memcpy(probs + (size_t)h * (size_t)probs_stride, s, (size_t)n * sizeof(float));
 }
 
+/* Whether head_task computes with the vector ops (dot and axpy per row) rather than a register
+ * kernel. */
+static int head_generic(const ig_gather_attn *a) {
+#if IG_X86
+    if (ig_cpu_simd_level() == IG_SIMD_AVX512 && (a->hd == 64 || a->hd == 128)) return 0;
+#endif
+    (void)a;
+    return 1;
+}
+
+/* head_task for the heads of KV group g at once over encoded rows: each row decoded once for all of
+ * them instead of once per head (GQA), each head's operations head_task's generic ones on the same
+ * floats in the same order, so that each head's result is the same bit for bit. ws: `slice`
+ * floats per head of the group. */
+static void group_task(const ig_vec_ops *v, const ig_gather_attn *a, const float *q, int g,
+                       float *ws, size_t slice, float *probs, int64_t probs_stride, float *out) {
+    int group = a->n_head / a->n_kv_head, hd = a->hd;
+    int64_t n = rows_of(a, g);
+    float tmp[GATHER_MAX_HD];
+    for (int64_t j = 0; j < n; j++) {
+        const float *r = row_f32(a, g, j, 0, tmp);
+        for (int b = 0; b < group; b++) {
+            const float *qh = q + (size_t)(g * group + b) * (size_t)hd;
+            ws[(size_t)b * slice + (size_t)j] = a->scale * v->dot(qh, r, hd);
+        }
+    }
+    for (int b = 0; b < group; b++) {
+        ig_cpu_softmax_row(v, ws + (size_t)b * slice, n);
+        memset(out + (size_t)(g * group + b) * (size_t)hd, 0, (size_t)hd * sizeof(float));
+    }
+    for (int64_t j = 0; j < n; j++) {
+        const float *r = row_f32(a, g, j, 1, tmp);
+        for (int b = 0; b < group; b++)
+            v->axpy(out + (size_t)(g * group + b) * (size_t)hd, ws[(size_t)b * slice + (size_t)j],
+                    r, hd);
+    }
+    if (probs)
+        for (int b = 0; b < group; b++)
+            memcpy(probs + (size_t)(g * group + b) * (size_t)probs_stride, ws + (size_t)b * slice,
+                   (size_t)n * sizeof(float));
+}
+
 void ig_cpu_attention_gather(const ig_gather_attn *a, const float *q, float *ws, size_t ws_floats,
                              float *probs, int64_t probs_stride, float *out) {
     const ig_vec_ops *v = ig_cpu_vec();
@@ -263,6 +305,20 @@ void ig_cpu_attention_gather(const ig_gather_attn *a, const float *q, float *ws,
         }
     }
 #endif
+    /* encoded rows on the vector ops' path (no AVX-512, or a head size with no register kernel),
+     * grouped heads: a task per KV group, each row decoded once for its heads */
+    if (a->enc != IG_ROWS_F32 && a->n_head / a->n_kv_head > 1 && head_generic(a)) {
+        int group = a->n_head / a->n_kv_head;
+        int gt = threads < a->n_kv_head ? threads : a->n_kv_head;
+        if (gt * group > fit) gt = fit / group;
+        if (gt >= 1) {
+#pragma omp parallel for num_threads(gt) schedule(static)
+            for (int g = 0; g < a->n_kv_head; g++)
+                group_task(v, a, q, g, ws + (size_t)omp_get_thread_num() * group * slice, slice,
+                           probs, probs_stride, out);
+            return;
+        }
+    }
     if (threads > fit) threads = fit;
     if (threads > a->n_head) threads = a->n_head;
 #pragma omp parallel for num_threads(threads) schedule(static)

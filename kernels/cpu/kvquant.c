@@ -331,6 +331,14 @@ IG_TARGET_AVX512 static void dequant_row_avx512(const uint8_t *in, int hd, int b
 /* ---- entry points --------------------------------------------------------------------------- */
 
 typedef void (*quant_row_fn)(const float *x, int hd, int bits, int group, uint8_t *out);
+
+/* Threads for n_rows rows: one, with no OpenMP region at all, when called inside a parallel region
+ * (an attention task decoding its rows): a nested region, even of one thread, allocates a team
+ * per call, which 4-bit attention on machines without AVX-512 paid for every row it decoded. */
+static int kvq_threads(int64_t n_rows, int hd) {
+    if (omp_in_parallel()) return 1;
+    return ig_cpu_threads_for(n_rows * hd, KVQ_MIN_PER_THREAD);
+}
 typedef void (*dequant_row_fn)(const uint8_t *in, int hd, int bits, int group, float *y);
 
 void ig_kvq_quantize_rows(const float *x, int64_t n_rows, int hd, int bits, int group,
@@ -343,22 +351,39 @@ void ig_kvq_quantize_rows(const float *x, int64_t n_rows, int hd, int bits, int 
     if (l == IG_SIMD_AVX2) f = quant_row_avx2;
 #endif
     size_t rb = ig_kvq_row_bytes(hd, bits, group);
-    int nt = ig_cpu_threads_for(n_rows * hd, KVQ_MIN_PER_THREAD);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    int nt = kvq_threads(n_rows, hd);
+    if (nt <= 1) {
+        for (int64_t r = 0; r < n_rows; r++) f(x + r * hd, hd, bits, group, out + (size_t)r * rb);
+        return;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t r = 0; r < n_rows; r++) f(x + r * hd, hd, bits, group, out + (size_t)r * rb);
+}
+
+static dequant_row_fn dequant_fn(void) {
+#if IG_X86
+    ig_simd_level l = ig_cpu_simd_level();
+    if (l == IG_SIMD_AVX512) return dequant_row_avx512;
+    if (l == IG_SIMD_AVX2) return dequant_row_avx2;
+#endif
+    return dequant_row_scalar;
 }
 
 void ig_kvq_dequantize_rows(const uint8_t *in, int64_t n_rows, int hd, int bits, int group,
                             float *out) {
     IG_ASSERT(kvq_valid(hd, bits, group) && n_rows >= 0);
-    dequant_row_fn f = dequant_row_scalar;
-#if IG_X86
-    ig_simd_level l = ig_cpu_simd_level();
-    if (l == IG_SIMD_AVX512) f = dequant_row_avx512;
-    if (l == IG_SIMD_AVX2) f = dequant_row_avx2;
-#endif
+    dequant_row_fn f = dequant_fn();
     size_t rb = ig_kvq_row_bytes(hd, bits, group);
-    int nt = ig_cpu_threads_for(n_rows * hd, KVQ_MIN_PER_THREAD);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    int nt = kvq_threads(n_rows, hd);
+    if (nt <= 1) {
+        for (int64_t r = 0; r < n_rows; r++) f(in + (size_t)r * rb, hd, bits, group, out + r * hd);
+        return;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t r = 0; r < n_rows; r++) f(in + (size_t)r * rb, hd, bits, group, out + r * hd);
+}
+
+void ig_kvq_dequantize_row(const uint8_t *in, int hd, int bits, int group, float *out) {
+    IG_ASSERT(kvq_valid(hd, bits, group));
+    dequant_fn()(in, hd, bits, group, out);
 }

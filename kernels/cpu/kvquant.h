@@ -54,5 +54,8 @@ void ig_kvq_quantize_rows(const float *x, int64_t n_rows, int hd, int bits, int 
 /* in [n_rows][row_bytes] -> out [n_rows][hd] f32. */
 void ig_kvq_dequantize_rows(const uint8_t *in, int64_t n_rows, int hd, int bits, int group,
                             float *out);
+/* One row, on the calling thread (no OpenMP region): for a kernel's inner loop, which is often
+ * inside a parallel region already. The same floats as ig_kvq_dequantize_rows. */
+void ig_kvq_dequantize_row(const uint8_t *in, int hd, int bits, int group, float *out);
 
 #endif
