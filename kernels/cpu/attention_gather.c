@@ -234,6 +234,112 @@ static void head_task(const ig_vec_ops *v, const ig_gather_attn *a, const float 
     if (probs) memcpy(probs + (size_t)h * (size_t)probs_stride, s, (size_t)n * sizeof(float));
 }
 
+#if IG_X86
+/* ---- AVX2: the heads of a KV group over chunks of rows ----------------------------------------
+ * Rows come a chunk at a time: encoded rows decoded into a chunk buffer once for all the group's
+ * heads (f32 rows read where they are), then each head runs over the chunk with its query (scores)
+ * or its output columns (weighted sum) in registers, 8 floats a vector. A head's operations do not
+ * depend on where its rows came from, so encoded and decoded rows give the same bits. */
+#define GATHER_AVX2_CHUNK  32
+#define GATHER_AVX2_MAX_HD 128
+
+IG_TARGET_AVX2 IG_INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Scores of rows r[0 .. m) for one head: s[i] = scale * q . r[i], nc vectors of 8. */
+IG_TARGET_AVX2 IG_INLINE void scores_avx2(const float *qh, const float *const *r, int m,
+                                          float scale, float *s, const int nc) {
+    __m256 qv[16];
+    IG_UNROLL(16)
+    for (int c = 0; c < nc; c++) qv[c] = _mm256_loadu_ps(qh + 8 * c);
+    for (int i = 0; i < m; i++) {
+        __m256 acc = _mm256_mul_ps(qv[0], _mm256_loadu_ps(r[i]));
+        IG_UNROLL(16)
+        for (int c = 1; c < nc; c++)
+            acc = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(r[i] + 8 * c), acc);
+        s[i] = scale * hsum8(acc);
+    }
+}
+
+/* oh[c0 * 8 .. (c0 + nc) * 8) += sum over rows i of p[i] * r[i] (same columns), in row order. */
+IG_TARGET_AVX2 IG_INLINE void wsum_avx2(const float *p, const float *const *r, int m, float *oh,
+                                        int c0, const int nc) {
+    __m256 o[8];
+    IG_UNROLL(8)
+    for (int c = 0; c < nc; c++) o[c] = _mm256_loadu_ps(oh + 8 * (c0 + c));
+    for (int i = 0; i < m; i++) {
+        __m256 pv = _mm256_set1_ps(p[i]);
+        IG_UNROLL(8)
+        for (int c = 0; c < nc; c++)
+            o[c] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(r[i] + 8 * (c0 + c)), o[c]);
+    }
+    IG_UNROLL(8)
+    for (int c = 0; c < nc; c++) _mm256_storeu_ps(oh + 8 * (c0 + c), o[c]);
+}
+
+/* Whether group_avx2 takes this head size. */
+static int avx2_hd_ok(int hd) {
+    return hd == 32 || hd == 64 || hd == 96 || hd == 128;
+}
+
+IG_TARGET_AVX2 static void group_avx2(const ig_vec_ops *v, const ig_gather_attn *a, const float *q,
+                                      int g, float *ws, size_t slice, float *probs,
+                                      int64_t probs_stride, float *out) {
+    const int group = a->n_head / a->n_kv_head, hd = a->hd, nc = hd / 8;
+    const int64_t n = rows_of(a, g);
+    float buf[GATHER_AVX2_CHUNK * GATHER_AVX2_MAX_HD];
+    const float *r[GATHER_AVX2_CHUNK];
+    for (int64_t j0 = 0; j0 < n; j0 += GATHER_AVX2_CHUNK) {
+        int m = n - j0 < GATHER_AVX2_CHUNK ? (int)(n - j0) : GATHER_AVX2_CHUNK;
+        for (int i = 0; i < m; i++) r[i] = row_f32(a, g, j0 + i, 0, buf + (size_t)i * hd);
+        for (int b = 0; b < group; b++) {
+            const float *qh = q + (size_t)(g * group + b) * (size_t)hd;
+            float *s = ws + (size_t)b * slice + (size_t)j0;
+            switch (nc) {
+            case 4:
+                scores_avx2(qh, r, m, a->scale, s, 4);
+                break;
+            case 8:
+                scores_avx2(qh, r, m, a->scale, s, 8);
+                break;
+            case 12:
+                scores_avx2(qh, r, m, a->scale, s, 12);
+                break;
+            default:
+                scores_avx2(qh, r, m, a->scale, s, 16);
+                break;
+            }
+        }
+    }
+    for (int b = 0; b < group; b++) {
+        ig_cpu_softmax_row(v, ws + (size_t)b * slice, n);
+        memset(out + (size_t)(g * group + b) * (size_t)hd, 0, (size_t)hd * sizeof(float));
+    }
+    for (int64_t j0 = 0; j0 < n; j0 += GATHER_AVX2_CHUNK) {
+        int m = n - j0 < GATHER_AVX2_CHUNK ? (int)(n - j0) : GATHER_AVX2_CHUNK;
+        for (int i = 0; i < m; i++) r[i] = row_f32(a, g, j0 + i, 1, buf + (size_t)i * hd);
+        for (int b = 0; b < group; b++) {
+            const float *p = ws + (size_t)b * slice + (size_t)j0;
+            float *oh = out + (size_t)(g * group + b) * (size_t)hd;
+            for (int c0 = 0; c0 < nc; c0 += 8) { /* 8 vectors of output a pass */
+                if (nc - c0 >= 8)
+                    wsum_avx2(p, r, m, oh, c0, 8);
+                else
+                    wsum_avx2(p, r, m, oh, c0, 4);
+            }
+        }
+    }
+    if (probs)
+        for (int b = 0; b < group; b++)
+            memcpy(probs + (size_t)(g * group + b) * (size_t)probs_stride, ws + (size_t)b * slice,
+                   (size_t)n * sizeof(float));
+}
+#endif
+
 /* Whether head_task computes with the vector ops (dot and axpy per row) rather than a register
  * kernel. */
 static int head_generic(const ig_gather_attn *a) {
@@ -301,6 +407,21 @@ void ig_cpu_attention_gather(const ig_gather_attn *a, const float *q, float *ws,
             for (int g = 0; g < a->n_kv_head; g++)
                 group_rows_avx512(a, g, q, ws + (size_t)omp_get_thread_num() * group * slice, slice,
                                   v, probs, probs_stride, out);
+            return;
+        }
+    }
+#endif
+#if IG_X86
+    /* AVX2: a task per KV group, rows in chunks (f32 rows too: each read once for the group) */
+    if (ig_cpu_simd_level() == IG_SIMD_AVX2 && avx2_hd_ok(a->hd)) {
+        int group = a->n_head / a->n_kv_head;
+        int gt = threads < a->n_kv_head ? threads : a->n_kv_head;
+        if (gt * group > fit) gt = fit / group;
+        if (gt >= 1) {
+#pragma omp parallel for num_threads(gt) schedule(static)
+            for (int g = 0; g < a->n_kv_head; g++)
+                group_avx2(v, a, q, g, ws + (size_t)omp_get_thread_num() * group * slice, slice,
+                           probs, probs_stride, out);
             return;
         }
     }
