@@ -1247,6 +1247,20 @@ static void check_kvq(ig_rng *r, int64_t n_rows, int hd, int bits, int group, in
         ig_kvq_dequantize_rows(q_ref, n_rows, hd, bits, group, y);
         vals_ok &= memcmp(y, y_ref, n * 4) == 0;
         guard_ok &= gintact(y, n);
+        /* one row at a time (a kernel's inner loop), and the row loop called from inside a
+         * parallel region (no nested one: the same values) */
+        memset(y, 0, (size_t)n * 4);
+        for (int64_t row = 0; row < n_rows; row++)
+            ig_kvq_dequantize_row(q_ref + (size_t)row * rb, hd, bits, group, y + row * hd);
+        vals_ok &= memcmp(y, y_ref, n * 4) == 0;
+        memset(y, 0, (size_t)n * 4);
+#pragma omp parallel num_threads(2)
+        {
+#pragma omp single
+            ig_kvq_dequantize_rows(q_ref, n_rows, hd, bits, group, y);
+        }
+        vals_ok &= memcmp(y, y_ref, n * 4) == 0;
+        guard_ok &= gintact(y, n);
     }
     ig_cpu_set_simd(NULL);
     CU_ASSERT(bytes_ok && vals_ok && guard_ok);

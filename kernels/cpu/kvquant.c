@@ -262,12 +262,14 @@ IG_TARGET_AVX2 static void dequant_row_avx2(const uint8_t *in, int hd, int bits,
     int gv = group & ~7;
     for (int b = 0; b < hd / group; b++) {
         const uint8_t *blk = in + (size_t)b * bb;
-        kvq_group p = group_header(blk);
-        __m256 mn = _mm256_set1_ps(p.min), sc = _mm256_set1_ps(p.scale);
         float *yg = y + b * group;
-        for (int i = 0; i < gv; i += 8)
-            _mm256_storeu_ps(yg + i, _mm256_fmadd_ps(load_codes8(blk + 4, i, bits), sc, mn));
-        decode_tail(blk + 4, gv, group, bits, p, yg);
+        if (gv > 0) {
+            __m128 h = load_header2(blk);
+            __m256 mn = _mm256_broadcastss_ps(h), sc = _mm256_broadcastss_ps(_mm_movehdup_ps(h));
+            for (int i = 0; i < gv; i += 8)
+                _mm256_storeu_ps(yg + i, _mm256_fmadd_ps(load_codes8(blk + 4, i, bits), sc, mn));
+        }
+        if (gv < group) decode_tail(blk + 4, gv, group, bits, group_header(blk), yg);
     }
 }
 

@@ -1,5 +1,6 @@
-/* The KV codec's AVX-512 decode of 16 codes, shared by the codec (kvquant.c) and attention over
- * encoded rows (attention_gather.c), so that both produce the same floats. Internal to kernels/cpu.
+/* The KV codec's group header read (AVX2 and AVX-512) and AVX-512 decode of 16 codes, shared by the
+ * codec (kvquant.c) and attention over encoded rows (attention_gather.c), so that both produce the
+ * same floats. Internal to kernels/cpu.
  */
 #ifndef IG_KVQUANT_SIMD_H
 #define IG_KVQUANT_SIMD_H
@@ -16,7 +17,7 @@
  * as ig_f16_to_f32 (the conversion is exact). The scalar routine, called per row and group, cost
  * int4's decode attention 19.6-21.9 ms a step against 12.4-17.1 with this (bench-decode --policy
  * int4 --batch 8 --prompt-len 1024 behind a 12 GB/s link, alternating builds, 4 of 4). */
-IG_TARGET_AVX512 IG_INLINE __m128 load_header2(const uint8_t *blk) {
+IG_TARGET_AVX2 IG_INLINE __m128 load_header2(const uint8_t *blk) {
     int32_t h;
     memcpy(&h, blk, 4);
     return _mm_cvtph_ps(_mm_cvtsi32_si128(h));
