@@ -35,6 +35,10 @@ static const float *row_v(const ig_gather_attn *a, int g, int64_t j) {
 /* Encoded rows: the widest head decoded on the stack. */
 #define GATHER_MAX_HD 1024
 
+/* The heads of KV group g over its rows; ws: `slice` floats per head of the group. */
+typedef void (*group_fn)(const ig_vec_ops *v, const ig_gather_attn *a, const float *q, int g,
+                         float *ws, size_t slice, float *probs, int64_t probs_stride, float *out);
+
 /* Selected row j (< n_sel[g]) of KV head g, encoded. */
 static const unsigned char *row_enc(const ig_gather_attn *a, int g, int64_t j, int is_v) {
     const unsigned char *b = is_v ? a->v_enc[g] : a->k_enc[g];
@@ -170,8 +174,8 @@ static int group_path_ok(const ig_gather_attn *a) {
 
 /* The heads of KV group g over encoded rows (a shape group_path_ok accepts), one decode per row
  * for all of them. ws: a slice of `slice` floats per head of the group. */
-IG_TARGET_AVX512 static void group_rows_avx512(const ig_gather_attn *a, int g, const float *q,
-                                               float *ws, size_t slice, const ig_vec_ops *v,
+IG_TARGET_AVX512 static void group_rows_avx512(const ig_vec_ops *v, const ig_gather_attn *a,
+                                               const float *q, int g, float *ws, size_t slice,
                                                float *probs, int64_t probs_stride, float *out) {
     int group = a->n_head / a->n_kv_head, hd = a->hd, nc = hd / 16;
     const float *qh[16];
@@ -243,13 +247,6 @@ static void head_task(const ig_vec_ops *v, const ig_gather_attn *a, const float 
 #define GATHER_AVX2_CHUNK  32
 #define GATHER_AVX2_MAX_HD 128
 
-IG_TARGET_AVX2 IG_INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* Scores of rows r[0 .. m) for one head: s[i] = scale * q . r[i], nc vectors of 8. */
 IG_TARGET_AVX2 IG_INLINE void scores_avx2(const float *qh, const float *const *r, int m,
                                           float scale, float *s, const int nc) {
@@ -261,7 +258,7 @@ IG_TARGET_AVX2 IG_INLINE void scores_avx2(const float *qh, const float *const *r
         IG_UNROLL(16)
         for (int c = 1; c < nc; c++)
             acc = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(r[i] + 8 * c), acc);
-        s[i] = scale * hsum8(acc);
+        s[i] = scale * ig_hsum8(acc);
     }
 }
 
@@ -396,47 +393,25 @@ void ig_cpu_attention_gather(const ig_gather_attn *a, const float *q, float *ws,
     int fit = (int)(ws_floats / (slice ? slice : 1));
     IG_ASSERT(fit >= 1);
     int threads = ig_cpu_threads_for((int64_t)a->n_head * max_rows * a->hd, 16384);
+    /* a task per KV group where a kernel takes the group's heads together: AVX-512 over encoded
+     * rows (each decoded once in registers), AVX2 over any rows in chunks, and the vector ops over
+     * encoded rows (each decoded once for the group's heads) */
+    group_fn gf = NULL;
 #if IG_X86
-    /* encoded rows with grouped heads: a task per KV group, each row decoded once for its heads */
-    if (group_path_ok(a) && ig_cpu_simd_level() == IG_SIMD_AVX512) {
-        int group = a->n_head / a->n_kv_head;
-        int gt = threads < a->n_kv_head ? threads : a->n_kv_head;
-        if (gt * group > fit) gt = fit / group;
-        if (gt >= 1) {
-#pragma omp parallel for num_threads(gt) schedule(static)
-            for (int g = 0; g < a->n_kv_head; g++)
-                group_rows_avx512(a, g, q, ws + (size_t)omp_get_thread_num() * group * slice, slice,
-                                  v, probs, probs_stride, out);
-            return;
-        }
-    }
+    if (group_path_ok(a) && ig_cpu_simd_level() == IG_SIMD_AVX512) gf = group_rows_avx512;
+    if (ig_cpu_simd_level() == IG_SIMD_AVX2 && avx2_hd_ok(a->hd)) gf = group_avx2;
 #endif
-#if IG_X86
-    /* AVX2: a task per KV group, rows in chunks (f32 rows too: each read once for the group) */
-    if (ig_cpu_simd_level() == IG_SIMD_AVX2 && avx2_hd_ok(a->hd)) {
+    if (!gf && a->enc != IG_ROWS_F32 && a->n_head / a->n_kv_head > 1 && head_generic(a))
+        gf = group_task;
+    if (gf) {
         int group = a->n_head / a->n_kv_head;
         int gt = threads < a->n_kv_head ? threads : a->n_kv_head;
         if (gt * group > fit) gt = fit / group;
         if (gt >= 1) {
 #pragma omp parallel for num_threads(gt) schedule(static)
             for (int g = 0; g < a->n_kv_head; g++)
-                group_avx2(v, a, q, g, ws + (size_t)omp_get_thread_num() * group * slice, slice,
-                           probs, probs_stride, out);
-            return;
-        }
-    }
-#endif
-    /* encoded rows on the vector ops' path (no AVX-512, or a head size with no register kernel),
-     * grouped heads: a task per KV group, each row decoded once for its heads */
-    if (a->enc != IG_ROWS_F32 && a->n_head / a->n_kv_head > 1 && head_generic(a)) {
-        int group = a->n_head / a->n_kv_head;
-        int gt = threads < a->n_kv_head ? threads : a->n_kv_head;
-        if (gt * group > fit) gt = fit / group;
-        if (gt >= 1) {
-#pragma omp parallel for num_threads(gt) schedule(static)
-            for (int g = 0; g < a->n_kv_head; g++)
-                group_task(v, a, q, g, ws + (size_t)omp_get_thread_num() * group * slice, slice,
-                           probs, probs_stride, out);
+                gf(v, a, q, g, ws + (size_t)omp_get_thread_num() * group * slice, slice, probs,
+                   probs_stride, out);
             return;
         }
     }

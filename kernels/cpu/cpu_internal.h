@@ -17,6 +17,19 @@
 #define IG_X86 0
 #endif
 #define IG_INLINE static inline __attribute__((always_inline))
+
+#if IG_X86
+#include <immintrin.h>
+
+/* The sum of a vector's 8 floats, ((lo + hi) pairwise), then the last two: the order every AVX2
+ * kernel's results depend on. */
+IG_TARGET_AVX2 IG_INLINE float ig_hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
 /* Full unrolling of a short constant loop, so that arrays of vectors indexed by it live in
  * registers (GCC and clang both read "GCC unroll"). */
 #define IG_PRAGMA(x) _Pragma(#x)

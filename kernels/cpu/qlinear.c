@@ -490,13 +490,6 @@ IG_TARGET_AVX2 IG_INLINE void qdequant_avx2(const void *src, ig_dtype t, float *
 
 #define QGEMV_MB_AVX2 4
 
-IG_TARGET_AVX2 IG_INLINE float qhsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* As qrow_avx512 with parts of 32 elements and scales converted per block; elements k .. k + 7 and
  * k + 8 .. k + 15 of each 16 go to accumulators 0 and 1, as in linear.c's f32 GEMV. */
 IG_TARGET_AVX2 IG_INLINE void qrow_avx2(const float *x, int64_t K, const unsigned char *row,
@@ -523,7 +516,7 @@ IG_TARGET_AVX2 IG_INLINE void qrow_avx2(const float *x, int64_t K, const unsigne
         }
     }
     IG_UNROLL(4)
-    for (int m = 0; m < MB; m++) y[m * ldy] = qhsum8(_mm256_add_ps(acc[m][0], acc[m][1])) + bias;
+    for (int m = 0; m < MB; m++) y[m * ldy] = ig_hsum8(_mm256_add_ps(acc[m][0], acc[m][1])) + bias;
 }
 
 /* M = 1: two rows of W at once, each with qrow_avx2's two accumulators in its order (bitwise the
@@ -558,7 +551,7 @@ IG_TARGET_AVX2 IG_INLINE void qrows2_m1_avx2(const float *x, int64_t K, const un
     }
     IG_UNROLL(2)
     for (int r = 0; r < 2; r++)
-        y[r] = qhsum8(_mm256_add_ps(acc[r][0], acc[r][1])) + (bias ? bias[r] : 0.0f);
+        y[r] = ig_hsum8(_mm256_add_ps(acc[r][0], acc[r][1])) + (bias ? bias[r] : 0.0f);
 }
 
 IG_TARGET_AVX2 IG_INLINE void qgemv_rows_avx2(const float *x, int64_t M, int64_t K, const void *W,

@@ -183,13 +183,6 @@ static const ig_vec_ops k_vec_scalar = {
 
 /* ---- AVX2 ------------------------------------------------------------------------------------ */
 
-IG_TARGET_AVX2 IG_INLINE float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 IG_TARGET_AVX2 IG_INLINE __m256 exp256(__m256 x) {
     /* max/min return their second operand when one is NaN: NaN propagates through the clamp. */
     x = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));
@@ -235,7 +228,7 @@ IG_TARGET_AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) 
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
         i += 8;
     }
-    float s = hsum256(_mm256_add_ps(s0, s1));
+    float s = ig_hsum8(_mm256_add_ps(s0, s1));
     for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
@@ -271,7 +264,7 @@ IG_TARGET_AVX2 static float sumsq_avx2(const float *x, int64_t n) {
         s0 = _mm256_fmadd_ps(a, a, s0);
         s1 = _mm256_fmadd_ps(b, b, s1);
     }
-    float s = hsum256(_mm256_add_ps(s0, s1));
+    float s = ig_hsum8(_mm256_add_ps(s0, s1));
     for (; i < n; i++) s += x[i] * x[i];
     return s;
 }
@@ -426,7 +419,7 @@ IG_TARGET_AVX2 IG_INLINE void dot_rows8_k(const float *const *q, const int nh, c
             __m256 a0 = _mm256_setzero_ps();
             for (int64_t d = 0; d < hv; d += 8)
                 a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d), ld8_row(r0, d, t), a0);
-            float s0 = hsum256(a0);
+            float s0 = ig_hsum8(a0);
             for (int64_t d = hv; d < hd; d++) s0 += q[h][d] * row_elem(r0, d, t);
             out[h][j] = scale * s0;
         }
