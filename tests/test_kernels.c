@@ -1106,6 +1106,8 @@ static void test_attention_gather_encoded(void) {
         {8, 8, 128, IG_ROWS_F16, 0, 0},
         {4, 2, 128, IG_ROWS_KVQ, 4, 32}, /* a group of 2 heads of 128 */
         {16, 2, 64, IG_ROWS_F16, 0, 0},  /* a group of 8: too many registers, head by head */
+        {6, 2, 96, IG_ROWS_F16, 0, 0},   /* AVX2: 12 vectors a row, output in 8 + 4 */
+        {6, 3, 32, IG_ROWS_KVQ, 4, 32},  /* AVX2: 4 vectors a row */
         {4, 2, 48, IG_ROWS_KVQ, 4, 16},  /* head size with no register path */
         {4, 2, 48, IG_ROWS_F16, 0, 0},
     };
